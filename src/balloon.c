@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The balloon's policy, independent of any OS.
+ *
+ * Once a cycle (every second, or when the host rings the doorbell) the core
+ * resets the connection if the host asked for it, fetches the target and
+ * inflates or deflates towards it. This file decides how much, in which
+ * page size, and what each of the host's answers means; protocol.c encodes
+ * the commands and the OS glue behind os.h allocates and frees the pages.
+ */
+#include "balloon.h"
+#include "os.h"
+#include "protocol.h"
+
+static enum vmb_list vmb_balloon_list(enum vmb_page_size size)
+{
+	return size == VMB_PAGE_2M ? VMB_LIST_BALLOON_2M : VMB_LIST_BALLOON_4K;
+}
+
+static enum vmb_list vmb_refused_list(enum vmb_page_size size)
+{
+	return size == VMB_PAGE_2M ? VMB_LIST_REFUSED_2M : VMB_LIST_REFUSED_4K;
+}
+
+static void vmb_list_add(struct vmb_balloon *b, enum vmb_list list,
+			 struct vmb_page *page)
+{
+	vmb_os_list_add(b, list, page);
+	b->list_count[list]++;
+}
+
+static struct vmb_page *vmb_list_pop(struct vmb_balloon *b, enum vmb_list list)
+{
+	struct vmb_page *page;
+
+	if (!b->list_count[list])
+		return NULL;
+	page = vmb_os_list_pop(b, list);
+	if (page)
+		b->list_count[list]--;
+	return page;
+}
+
+static void vmb_warn_once(struct vmb_balloon *b, unsigned int flag,
+			  const char *msg)
+{
+	if (b->warned & flag)
+		return;
+	b->warned |= flag;
+	vmb_os_log(b, VMB_LOG_WARN, "%s", msg);
+}
+
+/**
+ * vmb_init() - prepare a balloon; the first cycle connects to the host
+ * @b: the balloon, zeroed by the caller
+ * @requested_caps: the capabilities START asks for
+ * @batch: a zeroed 4 KiB page for batch commands
+ * @batch_pfn: the PFN of @batch
+ */
+void vmb_init(struct vmb_balloon *b, u32 requested_caps, u64 *batch,
+	      u64 batch_pfn)
+{
+	b->requested_caps = requested_caps & VMB_CAPS_ALL;
+	b->batch = batch;
+	b->batch_pfn = batch_pfn;
+	b->reset_required = true;
+}
+
+/* Free every page on a list, counting them under @stat if it is valid. */
+static void vmb_release_list(struct vmb_balloon *b, enum vmb_list list,
+			     enum vmb_page_size size, enum vmb_page_stat stat)
+{
+	struct vmb_page *page;
+
+	while ((page = vmb_list_pop(b, list))) {
+		vmb_os_page_free(b, page, size);
+		if (stat < VMB_NR_PAGE_STATS)
+			b->page_stats[stat][size]++;
+	}
+}
+
+/* Refused pages were set aside so the allocator would not hand them back. */
+static void vmb_release_refused(struct vmb_balloon *b)
+{
+	vmb_release_list(b, VMB_LIST_REFUSED_4K, VMB_PAGE_4K,
+			 VMB_PAGE_STAT_REFUSED_FREE);
+	vmb_release_list(b, VMB_LIST_REFUSED_2M, VMB_PAGE_2M,
+			 VMB_PAGE_STAT_REFUSED_FREE);
+	vmb_release_list(b, VMB_LIST_SPLIT_4K, VMB_PAGE_4K,
+			 VMB_PAGE_STAT_REFUSED_FREE);
+}
+
+/*
+ * Free every ballooned page without telling the host: after a reset, or
+ * after START(0) on unload, the host no longer holds them.
+ */
+static void vmb_pop(struct vmb_balloon *b)
+{
+	enum vmb_page_size size;
+	struct vmb_page *page;
+
+	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
+		while ((page = vmb_list_pop(b, vmb_balloon_list(size)))) {
+			vmb_os_page_free(b, page, size);
+			b->page_stats[VMB_PAGE_STAT_FREE][size]++;
+			b->size -= vmb_frames_per_page(size);
+			vmb_os_yield(b);
+		}
+	}
+	vmb_release_refused(b);
+}
+
+/**
+ * vmb_stop_doorbell() - take the doorbell away from the host
+ * @b: the balloon
+ *
+ * The OS glue calls this before it stops the worker on unload, so that no
+ * doorbell can start the worker again.
+ */
+void vmb_stop_doorbell(struct vmb_balloon *b)
+{
+	if (!b->doorbell_set)
+		return;
+	vmb_send_doorbell_set(b, VMB_VMCI_INVALID_ID, VMB_VMCI_INVALID_ID);
+	vmb_os_doorbell_destroy(b);
+	b->doorbell_set = false;
+}
+
+static void vmb_start_doorbell(struct vmb_balloon *b)
+{
+	u64 context, resource;
+
+	if (!(b->caps & VMB_CAP_DOORBELL))
+		return;
+	if (vmb_os_doorbell_create(b, &context, &resource)) {
+		vmb_warn_once(b, VMB_WARNED_DOORBELL,
+			      "cannot create a doorbell; polling every second");
+		return;
+	}
+	if (vmb_send_doorbell_set(b, context, resource) != VMB_SUCCESS) {
+		vmb_os_doorbell_destroy(b);
+		vmb_warn_once(b, VMB_WARNED_DOORBELL,
+			      "host refused the doorbell; polling every second");
+		return;
+	}
+	b->doorbell_set = true;
+}
+
+/* Choose the commands and page sizes the granted capabilities allow. */
+static void vmb_configure(struct vmb_balloon *b)
+{
+	b->max_size = VMB_PAGE_4K;
+	if (b->caps & VMB_CAP_BATCHED) {
+		b->batch_max = VMB_BATCH_MAX_ENTRIES;
+		/* 2 MiB pages travel in batches only */
+		if (b->caps & VMB_CAP_BATCHED_2M)
+			b->max_size = VMB_PAGE_2M;
+	} else if (b->caps & VMB_CAP_BASIC) {
+		b->batch_max = 1;
+	} else {
+		b->batch_max = 0;
+		vmb_warn_once(b, VMB_WARNED_NO_LOCKING,
+			      "host granted neither basic nor batched commands; not ballooning");
+	}
+}
+
+/*
+ * Start over after the host asked for a reset (or on the first cycle):
+ * every page is freed without UNLOCK, since the host has forgotten them,
+ * then START, GUEST_ID and the doorbell. A failed START leaves the reset
+ * pending, to be retried next cycle; nothing inflates or deflates meanwhile.
+ */
+static void vmb_reset(struct vmb_balloon *b)
+{
+	u32 status;
+
+	vmb_stop_doorbell(b);
+	vmb_pop(b);
+
+	status = vmb_send_start(b, b->requested_caps);
+	if (status != VMB_SUCCESS && status != VMB_SUCCESS_WITH_CAPABILITIES)
+		return;
+
+	vmb_configure(b);
+	b->reset_required = false;
+	b->stats[VMB_STAT_RESET]++;
+
+	vmb_start_doorbell(b);
+	if (vmb_send_guest_id(b) != VMB_SUCCESS)
+		vmb_warn_once(b, VMB_WARNED_GUEST_ID,
+			      "host did not accept the guest type");
+}
+
+/**
+ * vmb_effective_target() - the target the balloon really moves towards
+ * @b: the balloon
+ *
+ * The host's target, never more than the guest's RAM: a host asking for
+ * more is not chased into an out-of-memory situation.
+ *
+ * Return: the target in 4 KiB frames.
+ */
+u64 vmb_effective_target(struct vmb_balloon *b)
+{
+	u64 ram = vmb_os_total_ram_frames(b);
+
+	return b->target < ram ? b->target : ram;
+}
+
+/*
+ * Lock the chunk of @n pages in b->pages. Pages the host accepts join the
+ * balloon; the others are set aside on the refused list until the cycle
+ * ends. Returns the overall status; counts refusals in *@refused.
+ */
+static u32 vmb_lock_chunk(struct vmb_balloon *b, enum vmb_page_size size,
+			  unsigned int n, unsigned int *refused)
+{
+	u32 overall = vmb_send_lock_op(b, size, n, true);
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		if (vmb_page_status(b, i, overall) == VMB_SUCCESS) {
+			vmb_list_add(b, vmb_balloon_list(size), b->pages[i]);
+			b->size += vmb_frames_per_page(size);
+		} else {
+			vmb_list_add(b, vmb_refused_list(size), b->pages[i]);
+			b->page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][size]++;
+			(*refused)++;
+		}
+	}
+	return overall;
+}
+
+/* Refused 2 MiB pages are retried as 4 KiB ones: the host may take those. */
+static void vmb_split_refused(struct vmb_balloon *b)
+{
+	struct vmb_page *page;
+
+	while ((page = vmb_list_pop(b, VMB_LIST_REFUSED_2M))) {
+		vmb_os_page_split(b, page, VMB_LIST_SPLIT_4K);
+		b->list_count[VMB_LIST_SPLIT_4K] += vmb_frames_per_page(VMB_PAGE_2M);
+	}
+}
+
+static struct vmb_page *vmb_alloc(struct vmb_balloon *b,
+				  enum vmb_page_size size)
+{
+	struct vmb_page *page = NULL;
+
+	if (size == VMB_PAGE_4K)
+		page = vmb_list_pop(b, VMB_LIST_SPLIT_4K);
+	if (page)
+		return page;
+
+	page = vmb_os_page_alloc(b, size);
+	if (page)
+		b->page_stats[VMB_PAGE_STAT_ALLOC][size]++;
+	else
+		b->page_stats[VMB_PAGE_STAT_ALLOC_FAIL][size]++;
+	return page;
+}
+
+/*
+ * Inflate towards the target in chunks of up to one batch, largest pages
+ * first. The cycle ends at the first allocation failure, after too many
+ * refusals, when the host fails a whole command, or when it asks for a
+ * reset; a 2 MiB failure steps down to 4 KiB instead. There is no rate
+ * limit: the allocations themselves give up early under memory pressure.
+ */
+static void vmb_inflate(struct vmb_balloon *b)
+{
+	enum vmb_page_size size = b->max_size;
+	unsigned int refused = 0;
+
+	while (!b->reset_required) {
+		u64 target = vmb_effective_target(b);
+		u64 per_page = vmb_frames_per_page(size);
+		u64 wanted, n_max;
+		u32 status = VMB_SUCCESS;
+		bool alloc_failed = false;
+		unsigned int n = 0;
+
+		if (b->size >= target)
+			break;
+		wanted = (target - b->size) / per_page;
+		if (!wanted) {
+			/* less than one 2 MiB page to go */
+			vmb_split_refused(b);
+			size = VMB_PAGE_4K;
+			continue;
+		}
+		n_max = wanted < b->batch_max ? wanted : b->batch_max;
+
+		while (n < n_max) {
+			struct vmb_page *page = vmb_alloc(b, size);
+
+			if (!page) {
+				alloc_failed = true;
+				break;
+			}
+			b->pages[n++] = page;
+		}
+
+		if (n)
+			status = vmb_lock_chunk(b, size, n, &refused);
+		if (vmb_lock_op_failed(b, status))
+			break;
+
+		if (alloc_failed || refused >= VMB_MAX_REFUSED) {
+			if (size == VMB_PAGE_4K)
+				break;
+			vmb_split_refused(b);
+			size = VMB_PAGE_4K;
+			refused = 0;
+		}
+		vmb_os_yield(b);
+	}
+	vmb_release_refused(b);
+}
+
+/*
+ * Unlock and free up to @frames frames, 4 KiB pages first. Pages the host
+ * will not unlock stay in the balloon, and the cycle ends there. A page the
+ * host says is not locked is free to go.
+ */
+static void vmb_deflate(struct vmb_balloon *b, u64 frames)
+{
+	enum vmb_page_size size;
+
+	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
+		enum vmb_list list = vmb_balloon_list(size);
+		u64 per_page = vmb_frames_per_page(size);
+
+		while (frames >= per_page && b->list_count[list] &&
+		       !b->reset_required) {
+			u64 n_max = frames / per_page;
+			unsigned int n = 0, i, kept = 0;
+			u32 overall;
+
+			if (n_max > b->batch_max)
+				n_max = b->batch_max;
+			for (n = 0; n < n_max; n++) {
+				b->pages[n] = vmb_list_pop(b, list);
+				if (!b->pages[n])
+					break;
+			}
+			if (!n)
+				return;
+
+			overall = vmb_send_lock_op(b, size, n, false);
+			for (i = 0; i < n; i++) {
+				u32 status = vmb_page_status(b, i, overall);
+
+				if (status == VMB_SUCCESS ||
+				    status == VMB_ERROR_PPN_UNLOCKED) {
+					vmb_os_page_free(b, b->pages[i], size);
+					b->page_stats[VMB_PAGE_STAT_FREE][size]++;
+					b->size -= per_page;
+					frames -= per_page;
+				} else {
+					vmb_list_add(b, list, b->pages[i]);
+					kept++;
+				}
+			}
+			if (kept)
+				return;
+			vmb_os_yield(b);
+		}
+	}
+}
+
+/* Move towards the target, within the deflate slack. */
+static void vmb_change(struct vmb_balloon *b)
+{
+	u64 target = vmb_effective_target(b);
+
+	if (b->reset_required || !b->batch_max)
+		return;
+
+	if (b->size < target) {
+		vmb_inflate(b);
+	} else if (b->size > target) {
+		u64 excess = b->size - target;
+
+		/* a little above target is fine: no ping-pong */
+		if (target && excess < VMB_DEFLATE_SLACK)
+			return;
+		vmb_deflate(b, excess);
+	}
+}
+
+/**
+ * vmb_work() - one cycle of the balloon
+ * @b: the balloon
+ * @doorbell: the host rang the doorbell since the last cycle
+ *
+ * Resets the connection if needed, then fetches the target and moves the
+ * balloon towards it. The OS glue runs this once a second, serialised with
+ * everything else that touches @b.
+ */
+void vmb_work(struct vmb_balloon *b, bool doorbell)
+{
+	b->stats[VMB_STAT_TIMER]++;
+	if (doorbell)
+		b->stats[VMB_STAT_DOORBELL]++;
+
+	if (b->reset_required)
+		vmb_reset(b);
+	if (b->reset_required)
+		return;
+
+	if (vmb_send_get_target(b) == VMB_SUCCESS)
+		vmb_change(b);
+}
+
+/**
+ * vmb_shutdown() - close the connection and free every page
+ * @b: the balloon
+ *
+ * START(0) comes first: the host then forgets every lock, so the pages are
+ * freed without UNLOCK and the guest touching them causes no spurious reset.
+ */
+void vmb_shutdown(struct vmb_balloon *b)
+{
+	vmb_stop_doorbell(b);
+	vmb_send_start(b, 0);
+	vmb_pop(b);
+}
+
+static const char * const vmb_stat_names[VMB_NR_STATS] = {
+	[VMB_STAT_TIMER]	= "timer",
+	[VMB_STAT_DOORBELL]	= "doorbell",
+	[VMB_STAT_RESET]	= "reset",
+	[VMB_STAT_SHRINK]	= "shrink",
+	[VMB_STAT_SHRINK_FREE]	= "shrinkFree",
+};
+
+static const char * const vmb_page_stat_names[VMB_NR_PAGE_STATS] = {
+	[VMB_PAGE_STAT_ALLOC]		= "alloc",
+	[VMB_PAGE_STAT_ALLOC_FAIL]	= "allocFail",
+	[VMB_PAGE_STAT_REFUSED_ALLOC]	= "errAlloc",
+	[VMB_PAGE_STAT_REFUSED_FREE]	= "errFree",
+	[VMB_PAGE_STAT_FREE]		= "free",
+};
+
+static void vmb_emit_value(vmb_emit_fn emit, void *ctx, const char *name,
+			   u64 value, bool hex)
+{
+	char line[80];
+
+	if (hex)
+		snprintf(line, sizeof(line), "%-22s: %#16llx", name,
+			 (unsigned long long)value);
+	else
+		snprintf(line, sizeof(line), "%-22s: %16llu", name,
+			 (unsigned long long)value);
+	emit(ctx, line);
+}
+
+/**
+ * vmb_stats_show() - the balloon's statistics, in upstream's debugfs format
+ * @b: the balloon
+ * @emit: called with each line, without its newline
+ * @ctx: passed to @emit
+ */
+void vmb_stats_show(const struct vmb_balloon *b, vmb_emit_fn emit, void *ctx)
+{
+	char line[80];
+	int i, j;
+
+	vmb_emit_value(emit, ctx, "balloon capabilities", b->requested_caps, true);
+	vmb_emit_value(emit, ctx, "used capabilities", b->caps, true);
+	snprintf(line, sizeof(line), "%-22s: %16s", "is resetting",
+		 b->reset_required ? "y" : "n");
+	emit(ctx, line);
+	vmb_emit_value(emit, ctx, "target", b->target, false);
+	vmb_emit_value(emit, ctx, "current", b->size, false);
+
+	for (i = 0; i < VMB_CMD_NUM; i++) {
+		if (!vmb_cmd_names[i])
+			continue;
+		snprintf(line, sizeof(line), "%-22s: %16llu (%llu failed)",
+			 vmb_cmd_names[i], (unsigned long long)b->cmd_calls[i],
+			 (unsigned long long)b->cmd_fails[i]);
+		emit(ctx, line);
+	}
+
+	for (i = 0; i < VMB_NR_STATS; i++)
+		vmb_emit_value(emit, ctx, vmb_stat_names[i], b->stats[i], false);
+
+	for (i = 0; i < VMB_NR_PAGE_STATS; i++) {
+		for (j = 0; j < VMB_NR_PAGE_SIZES; j++) {
+			snprintf(line, sizeof(line), "%-18s(%s): %16llu",
+				 vmb_page_stat_names[i], vmb_page_sizes[j].name,
+				 (unsigned long long)b->page_stats[i][j]);
+			emit(ctx, line);
+		}
+	}
+}

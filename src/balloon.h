@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The OS-independent balloon core: its state, and the calls the OS glue
+ * makes into it. The policy (how much to inflate or deflate, in which page
+ * size, what a refusal or a reset means) lives in balloon.c.
+ */
+#ifndef VMB_BALLOON_H
+#define VMB_BALLOON_H
+
+#include "platform.h"
+#include "protocol.h"
+#include "os.h"
+
+/* Refused pages that end an inflation step (and the cycle at 4 KiB). */
+#define VMB_MAX_REFUSED		16
+
+/* No deflation while the balloon is less than 2 MiB above its target. */
+#define VMB_DEFLATE_SLACK	512
+
+enum vmb_stat {
+	VMB_STAT_TIMER,		/* cycles run */
+	VMB_STAT_DOORBELL,	/* cycles the host's doorbell started */
+	VMB_STAT_RESET,		/* resets completed */
+	VMB_STAT_SHRINK,	/* kept for upstream's format; always 0 */
+	VMB_STAT_SHRINK_FREE,
+	VMB_NR_STATS
+};
+
+enum vmb_page_stat {
+	VMB_PAGE_STAT_ALLOC,		/* pages allocated */
+	VMB_PAGE_STAT_ALLOC_FAIL,	/* allocations that failed */
+	VMB_PAGE_STAT_REFUSED_ALLOC,	/* pages the host refused to lock */
+	VMB_PAGE_STAT_REFUSED_FREE,	/* refused pages freed */
+	VMB_PAGE_STAT_FREE,		/* pages freed out of the balloon */
+	VMB_NR_PAGE_STATS
+};
+
+/**
+ * struct vmb_balloon - one balloon and its connection to the host
+ * @requested_caps: capabilities asked for at START
+ * @caps: capabilities the host granted at the last START
+ * @target: last target the host sent, in 4 KiB frames
+ * @reset_required: the host asked for a reset (or none was done yet)
+ * @size: frames the host holds locked for us
+ * @list_count: pages on each &enum vmb_list
+ * @max_size: the largest page size the protocol allows
+ * @batch_max: pages per lock command: 512 batched, 1 single-page, 0 none
+ * @batch: the batch page (also the per-page scratch in single-page mode)
+ * @batch_pfn: its PFN, the argument of the batched commands
+ * @pages: the pages of the chunk being locked or unlocked
+ * @doorbell_set: the host was given a doorbell to ring
+ * @warned: log-once flags, VMB_WARNED_*
+ * @cmd_calls: commands sent, per command
+ * @cmd_fails: commands that did not succeed, per command
+ * @stats: general counters, &enum vmb_stat
+ * @page_stats: per page size counters, &enum vmb_page_stat
+ */
+struct vmb_balloon {
+	u32 requested_caps;
+	u32 caps;
+	u64 target;
+	bool reset_required;
+
+	u64 size;
+	u64 list_count[VMB_NR_LISTS];
+	enum vmb_page_size max_size;
+	unsigned int batch_max;
+	u64 *batch;
+	u64 batch_pfn;
+	struct vmb_page *pages[VMB_BATCH_MAX_ENTRIES];
+	bool doorbell_set;
+	unsigned int warned;
+
+	u64 cmd_calls[VMB_CMD_NUM];
+	u64 cmd_fails[VMB_CMD_NUM];
+	u64 stats[VMB_NR_STATS];
+	u64 page_stats[VMB_NR_PAGE_STATS][VMB_NR_PAGE_SIZES];
+};
+
+#define VMB_WARNED_NO_LOCKING	0x1U
+#define VMB_WARNED_GUEST_ID	0x2U
+#define VMB_WARNED_DOORBELL	0x4U
+
+void vmb_init(struct vmb_balloon *b, u32 requested_caps, u64 *batch,
+	      u64 batch_pfn);
+void vmb_work(struct vmb_balloon *b, bool doorbell);
+void vmb_stop_doorbell(struct vmb_balloon *b);
+void vmb_shutdown(struct vmb_balloon *b);
+u64 vmb_effective_target(struct vmb_balloon *b);
+
+typedef void (*vmb_emit_fn)(void *ctx, const char *line);
+void vmb_stats_show(const struct vmb_balloon *b, vmb_emit_fn emit, void *ctx);
+
+#endif /* VMB_BALLOON_H */

@@ -1,0 +1,369 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * VMware memory balloon driver: the Linux side.
+ *
+ * This file is the only one that touches the kernel. It implements the
+ * OS hooks of os.h (the `inl` to the host, page allocation, the page lists,
+ * the VMCI doorbell), runs the OS-independent core of balloon.c once a
+ * second on a freezable workqueue, and shows the core's statistics in
+ * debugfs. How much to balloon is decided in balloon.c; the wire protocol
+ * is spoken in protocol.c.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/debugfs.h>
+#include <linux/gfp.h>
+#include <linux/list.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mutex.h>
+#include <linux/sched.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/workqueue.h>
+
+#include "balloon.h"
+#include "compat.h"
+#include "os.h"
+
+#if VMB_HAVE_DOORBELL
+#include <linux/vmw_vmci_api.h>
+#include <linux/vmw_vmci_defs.h>
+#endif
+
+#define VMW_BALLOON_2M_ORDER	9
+
+/* Neither waits long, nor wakes the OOM killer, nor uses reserves. */
+#define VMW_BALLOON_4K_GFP	(GFP_HIGHUSER | __GFP_NORETRY | \
+				 __GFP_NOMEMALLOC | __GFP_NOWARN)
+/* 2 MiB pages are taken only if free: no reclaim at all. */
+#define VMW_BALLOON_2M_GFP	(__GFP_HIGHMEM | __GFP_NOMEMALLOC | __GFP_NOWARN)
+
+/**
+ * struct vmw_balloon - the driver's state
+ * @core: the OS-independent balloon
+ * @lists: the page lists of &enum vmb_list, linked through page->lru
+ * @batch_page: the page the batched commands carry
+ * @lock: serialises the core: the worker, debugfs and unload
+ * @dwork: the once-a-second worker
+ * @debugfs: the vmmemctl statistics file
+ * @stopping: unload has begun; the worker must not run or requeue
+ * @doorbell_rung: the host rang the doorbell since the last cycle
+ * @doorbell: the VMCI doorbell handle
+ */
+struct vmw_balloon {
+	struct vmb_balloon core;
+	struct list_head lists[VMB_NR_LISTS];
+	struct page *batch_page;
+	struct mutex lock;		/* serialises the core */
+	struct delayed_work dwork;
+	struct dentry *debugfs;
+	bool stopping;
+	atomic_t doorbell_rung;
+#if VMB_HAVE_DOORBELL
+	struct vmci_handle doorbell;
+#endif
+};
+
+static struct vmw_balloon *vmw_balloon;
+
+static struct vmw_balloon *to_vmw(struct vmb_balloon *b)
+{
+	return container_of(b, struct vmw_balloon, core);
+}
+
+static struct page *to_page(struct vmb_page *page)
+{
+	return (struct page *)page;
+}
+
+static struct vmb_page *to_vmb_page(struct page *page)
+{
+	return (struct vmb_page *)page;
+}
+
+/*
+ * The hypercall: one `inl` on the balloon port. The host reads and writes
+ * the batch page, hence the memory clobber.
+ */
+u32 vmb_os_backdoor(struct vmb_balloon *b, u32 cmd, u64 arg1, u64 arg2,
+		    u64 *rbx, u64 *rcx)
+{
+	unsigned long status;
+	unsigned long bx = arg1, cx = cmd, dx = VMB_PORT, si = arg2;
+
+	asm volatile ("inl %%dx"
+		      : "=a" (status), "+b" (bx), "+c" (cx), "+d" (dx),
+			"+S" (si)
+		      : "0" ((unsigned long)VMB_MAGIC)
+		      : "memory");
+
+	*rbx = bx;
+	*rcx = cx;
+	return (u32)status;
+}
+
+struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
+				   enum vmb_page_size size)
+{
+	if (size == VMB_PAGE_2M)
+		return to_vmb_page(alloc_pages(VMW_BALLOON_2M_GFP,
+					       VMW_BALLOON_2M_ORDER));
+	return to_vmb_page(alloc_page(VMW_BALLOON_4K_GFP));
+}
+
+void vmb_os_page_free(struct vmb_balloon *b, struct vmb_page *page,
+		      enum vmb_page_size size)
+{
+	__free_pages(to_page(page), vmb_page_sizes[size].order);
+}
+
+u64 vmb_os_page_pfn(struct vmb_balloon *b, struct vmb_page *page)
+{
+	return page_to_pfn(to_page(page));
+}
+
+void vmb_os_page_split(struct vmb_balloon *b, struct vmb_page *page,
+		       enum vmb_list to)
+{
+	struct vmw_balloon *vb = to_vmw(b);
+	struct page *head = to_page(page);
+	unsigned long i;
+
+	split_page(head, VMW_BALLOON_2M_ORDER);
+	for (i = 0; i < (1UL << VMW_BALLOON_2M_ORDER); i++)
+		list_add(&head[i].lru, &vb->lists[to]);
+}
+
+static unsigned long vmw_balloon_list_frames(enum vmb_list list)
+{
+	switch (list) {
+	case VMB_LIST_BALLOON_4K:
+		return 1;
+	case VMB_LIST_BALLOON_2M:
+		return 1UL << VMW_BALLOON_2M_ORDER;
+	default:
+		return 0;	/* not a balloon list: not offline */
+	}
+}
+
+void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
+		     struct vmb_page *page)
+{
+	unsigned long frames = vmw_balloon_list_frames(list);
+	struct page *p = to_page(page);
+
+	if (frames) {
+		vmb_compat_mark_offline(p, frames, true);
+		vmb_compat_count_balloon_event(true, frames);
+	}
+	list_add(&p->lru, &to_vmw(b)->lists[list]);
+}
+
+struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
+{
+	unsigned long frames = vmw_balloon_list_frames(list);
+	struct page *p;
+
+	p = list_first_entry_or_null(&to_vmw(b)->lists[list], struct page, lru);
+	if (!p)
+		return NULL;
+	list_del(&p->lru);
+	if (frames) {
+		vmb_compat_mark_offline(p, frames, false);
+		vmb_compat_count_balloon_event(false, frames);
+	}
+	return to_vmb_page(p);
+}
+
+u64 vmb_os_total_ram_frames(struct vmb_balloon *b)
+{
+	return vmb_compat_totalram_frames();
+}
+
+void vmb_os_yield(struct vmb_balloon *b)
+{
+	cond_resched();
+}
+
+#if VMB_HAVE_DOORBELL
+/* VMCI runs this in process context when the host rings. */
+static void vmw_balloon_doorbell(void *data)
+{
+	struct vmw_balloon *vb = data;
+
+	atomic_set(&vb->doorbell_rung, 1);
+	mod_delayed_work(system_freezable_wq, &vb->dwork, 0);
+}
+
+int vmb_os_doorbell_create(struct vmb_balloon *b, u64 *context,
+			   u64 *resource)
+{
+	struct vmw_balloon *vb = to_vmw(b);
+	int err;
+
+	err = vmci_doorbell_create(&vb->doorbell, VMCI_FLAG_DELAYED_CB,
+				   VMCI_PRIVILEGE_FLAG_RESTRICTED,
+				   vmw_balloon_doorbell, vb);
+	if (err != VMCI_SUCCESS)
+		return -EIO;
+	*context = vb->doorbell.context;
+	*resource = vb->doorbell.resource;
+	return 0;
+}
+
+void vmb_os_doorbell_destroy(struct vmb_balloon *b)
+{
+	struct vmw_balloon *vb = to_vmw(b);
+
+	vmci_doorbell_destroy(vb->doorbell);
+	vb->doorbell = VMCI_INVALID_HANDLE;
+}
+#else
+int vmb_os_doorbell_create(struct vmb_balloon *b, u64 *context,
+			   u64 *resource)
+{
+	return -EOPNOTSUPP;
+}
+
+void vmb_os_doorbell_destroy(struct vmb_balloon *b)
+{
+}
+#endif
+
+void vmb_os_log(struct vmb_balloon *b, enum vmb_log_level level,
+		const char *fmt, ...)
+{
+	struct va_format vaf;
+	va_list args;
+
+	va_start(args, fmt);
+	vaf.fmt = fmt;
+	vaf.va = &args;
+	switch (level) {
+	case VMB_LOG_ERR:
+		pr_err("%pV\n", &vaf);
+		break;
+	case VMB_LOG_WARN:
+		pr_warn("%pV\n", &vaf);
+		break;
+	default:
+		pr_info("%pV\n", &vaf);
+		break;
+	}
+	va_end(args);
+}
+
+/* One cycle of the core, then the next one a second later. */
+static void vmw_balloon_work(struct work_struct *work)
+{
+	struct vmw_balloon *vb = container_of(to_delayed_work(work),
+					      struct vmw_balloon, dwork);
+
+	mutex_lock(&vb->lock);
+	if (vb->stopping) {
+		mutex_unlock(&vb->lock);
+		return;
+	}
+	vmb_work(&vb->core, atomic_xchg(&vb->doorbell_rung, 0));
+	mutex_unlock(&vb->lock);
+
+	/* freezable: the balloon sleeps while the system suspends */
+	queue_delayed_work(system_freezable_wq, &vb->dwork,
+			   round_jiffies_relative(HZ));
+}
+
+static void vmw_balloon_emit_line(void *ctx, const char *line)
+{
+	seq_printf(ctx, "%s\n", line);
+}
+
+static int vmw_balloon_stats_show(struct seq_file *f, void *unused)
+{
+	struct vmw_balloon *vb = f->private;
+	int err;
+
+	err = mutex_lock_interruptible(&vb->lock);
+	if (err)
+		return err;
+	vmb_stats_show(&vb->core, vmw_balloon_emit_line, f);
+	mutex_unlock(&vb->lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(vmw_balloon_stats);
+
+static u32 vmw_balloon_requested_caps(void)
+{
+	u32 caps = VMB_CAPS_ALL;
+
+	if (!VMB_HAVE_DOORBELL)
+		caps &= ~VMB_CAP_DOORBELL;
+	if (!IS_ENABLED(CONFIG_64BIT))
+		caps &= ~VMB_CAP_64BIT_TARGET;
+	return caps;
+}
+
+static int __init vmw_balloon_init(void)
+{
+	struct vmw_balloon *vb;
+	int i;
+
+	/* No port I/O unless the kernel found VMware's hypervisor. */
+	if (!vmb_compat_on_vmware()) {
+		pr_info("not running on a VMware hypervisor\n");
+		return -ENODEV;
+	}
+
+	vb = kzalloc(sizeof(*vb), GFP_KERNEL);
+	if (!vb)
+		return -ENOMEM;
+	vb->batch_page = alloc_page(GFP_KERNEL | __GFP_ZERO);
+	if (!vb->batch_page) {
+		kfree(vb);
+		return -ENOMEM;
+	}
+
+	for (i = 0; i < VMB_NR_LISTS; i++)
+		INIT_LIST_HEAD(&vb->lists[i]);
+	mutex_init(&vb->lock);
+	INIT_DELAYED_WORK(&vb->dwork, vmw_balloon_work);
+#if VMB_HAVE_DOORBELL
+	vb->doorbell = VMCI_INVALID_HANDLE;
+#endif
+	vmb_init(&vb->core, vmw_balloon_requested_caps(),
+		 page_address(vb->batch_page), page_to_pfn(vb->batch_page));
+
+	vmw_balloon = vb;
+	vb->debugfs = debugfs_create_file("vmmemctl", 0400, NULL, vb,
+					  &vmw_balloon_stats_fops);
+	queue_delayed_work(system_freezable_wq, &vb->dwork, 0);
+	pr_info("version " VMB_VERSION " loaded\n");
+	return 0;
+}
+module_init(vmw_balloon_init);
+
+static void __exit vmw_balloon_exit(void)
+{
+	struct vmw_balloon *vb = vmw_balloon;
+
+	debugfs_remove(vb->debugfs);
+
+	/* After this, neither the doorbell nor the worker starts a cycle. */
+	mutex_lock(&vb->lock);
+	vb->stopping = true;
+	vmb_stop_doorbell(&vb->core);
+	mutex_unlock(&vb->lock);
+	cancel_delayed_work_sync(&vb->dwork);
+
+	vmb_shutdown(&vb->core);
+	__free_page(vb->batch_page);
+	kfree(vb);
+}
+module_exit(vmw_balloon_exit);
+
+MODULE_AUTHOR("vmw-balloon-dkms developers");
+MODULE_DESCRIPTION("VMware memory balloon driver");
+MODULE_VERSION(VMB_VERSION);
+MODULE_ALIAS("dmi:*:svnVMware*:*");
+MODULE_ALIAS("vmware_vmmemctl");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,704 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of the balloon core (src/protocol.c, src/balloon.c) against
+ * the simulated host and guest of sim.c. Prints TAP.
+ */
+#include <string.h>
+
+#include "sim.h"
+#include "tap.h"
+
+unsigned int tap_passed, tap_failed;
+
+static struct sim sim;
+
+static struct sim *setup(u32 host_caps)
+{
+	struct sim_config cfg = { .host_caps = host_caps };
+
+	sim_init(&sim, &cfg);
+	return &sim;
+}
+
+static struct sim *setup_cfg(const struct sim_config *cfg)
+{
+	sim_init(&sim, cfg);
+	return &sim;
+}
+
+static void check_consistent(struct sim *s, const char *what)
+{
+	char why[160] = "";
+
+	if (!tap_ok(sim_consistent(s, why, sizeof(why)), "%s: consistent", what))
+		printf("#   %s\n", why);
+}
+
+static void shutdown_and_check(struct sim *s, const char *what)
+{
+	vmb_shutdown(&s->b);
+	tap_eq(s->allocated, 0, "%s: nothing left allocated after shutdown",
+	       what);
+	tap_eq(s->b.size, 0, "%s: balloon empty after shutdown", what);
+	sim_destroy(s);
+}
+
+static u64 lock_calls(const struct sim *s)
+{
+	return s->host.calls[VMB_CMD_LOCK] + s->host.calls[VMB_CMD_BATCHED_LOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_2M_LOCK];
+}
+
+static u64 unlock_calls(const struct sim *s)
+{
+	return s->host.calls[VMB_CMD_UNLOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
+}
+
+/* Every capability subset a host may grant, and a protocol-v2 host. */
+static void test_capability_subsets(void)
+{
+	static const struct {
+		u32 caps;
+		bool legacy;
+		u32 granted;
+		enum vmb_cmd lock, unlock;	/* VMB_CMD_NUM: none */
+		bool uses_2m;
+	} cases[] = {
+		{ 0x00, false, 0x00, VMB_CMD_NUM, VMB_CMD_NUM, false },
+		{ 0x02, false, 0x02, VMB_CMD_LOCK, VMB_CMD_UNLOCK, false },
+		{ 0x06, false, 0x06, VMB_CMD_BATCHED_LOCK, VMB_CMD_BATCHED_UNLOCK, false },
+		{ 0x0a, false, 0x0a, VMB_CMD_LOCK, VMB_CMD_UNLOCK, false },
+		{ 0x0e, false, 0x0e, VMB_CMD_BATCHED_LOCK, VMB_CMD_BATCHED_UNLOCK, true },
+		{ 0x2e, false, 0x2e, VMB_CMD_BATCHED_LOCK, VMB_CMD_BATCHED_UNLOCK, true },
+		{ 0x3e, false, 0x3e, VMB_CMD_BATCHED_LOCK, VMB_CMD_BATCHED_UNLOCK, true },
+		{ 0x3f, false, 0x3e, VMB_CMD_BATCHED_LOCK, VMB_CMD_BATCHED_UNLOCK, true },
+		{ 0x3e, true, 0x02, VMB_CMD_LOCK, VMB_CMD_UNLOCK, false },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim_config cfg = {
+			.host_caps = cases[i].caps, .legacy = cases[i].legacy,
+		};
+		struct sim *s = setup_cfg(&cfg);
+		char what[64];
+		u64 want = cases[i].granted ? 3000 : 0;
+
+		snprintf(what, sizeof(what), "caps %#x%s", cases[i].caps,
+			 cases[i].legacy ? " (legacy host)" : "");
+		s->host.target = 3000;	/* 5 pages of 2 MiB and 440 of 4 KiB */
+		sim_cycles(s, 3);
+
+		tap_eq(s->host.start_args[0], 0x3e, "%s: START asks for 0x3e", what);
+		tap_eq(s->b.caps, cases[i].granted, "%s: granted set taken", what);
+		tap_eq(s->host.guest_id, 1, "%s: GUEST_ID says Linux", what);
+		tap_eq(s->b.size, want, "%s: balloon at target", what);
+		check_consistent(s, what);
+		if (cases[i].lock != VMB_CMD_NUM)
+			tap_eq(s->host.calls[cases[i].lock] > 0, 1,
+			       "%s: locks with %s", what,
+			       vmb_cmd_names[cases[i].lock]);
+		else
+			tap_eq(lock_calls(s), 0, "%s: never locks", what);
+		tap_eq(s->host.calls[VMB_CMD_BATCHED_2M_LOCK] > 0, cases[i].uses_2m,
+		       "%s: 2 MiB pages %s", what,
+		       cases[i].uses_2m ? "used" : "not used");
+		if (!cases[i].granted)
+			tap_eq(sim_log_count(s, "neither basic nor batched"), 1,
+			       "%s: says once that it cannot balloon", what);
+
+		s->host.target = 0;
+		sim_cycle(s);
+		tap_eq(s->b.size, 0, "%s: deflated to 0", what);
+		if (cases[i].unlock != VMB_CMD_NUM)
+			tap_eq(s->host.calls[cases[i].unlock] > 0, 1,
+			       "%s: unlocks with %s", what,
+			       vmb_cmd_names[cases[i].unlock]);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
+/*
+ * Each refusal status: the page is set aside, freed at the end of the
+ * cycle, never counted. In a batch every status is a per-entry refusal;
+ * in single-page mode only the PPN_* ones are (the others fail the command).
+ */
+static void test_refusal_statuses(void)
+{
+	static const u32 statuses[] = {
+		VMB_ERROR_PPN_INVALID, VMB_ERROR_PPN_LOCKED,
+		VMB_ERROR_PPN_UNLOCKED, VMB_ERROR_PPN_PINNED,
+		VMB_ERROR_PPN_NOTNEEDED, VMB_ERROR_RESET, VMB_ERROR_BUSY,
+		VMB_ERROR_CMD_INVALID, 0x1f,
+	};
+	unsigned int i, cycles;
+	u32 caps;
+
+	for (caps = 0x02; caps <= 0x06; caps += 4) {
+		for (i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+			struct sim *s;
+			char what[64];
+			u64 *err, *freed;
+
+			if (caps == 0x02 &&
+			    (statuses[i] < VMB_ERROR_PPN_INVALID ||
+			     statuses[i] > VMB_ERROR_PPN_NOTNEEDED))
+				continue;
+			s = setup(caps);
+			err = s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC];
+			freed = s->b.page_stats[VMB_PAGE_STAT_REFUSED_FREE];
+			snprintf(what, sizeof(what), "caps %#x, refusal status %u",
+				 caps, statuses[i]);
+			s->host.refuse_every = 3;
+			s->host.refuse_status = statuses[i];
+			s->host.target = 1000;
+			sim_cycle(s);
+			check_consistent(s, what);
+			tap_ok(err[VMB_PAGE_4K] > 0 &&
+			       err[VMB_PAGE_4K] == freed[VMB_PAGE_4K],
+			       "%s: refused pages all freed at the end of the cycle",
+			       what);
+			for (cycles = 1; cycles < 100 && s->b.size < 1000; cycles++)
+				sim_cycle(s);
+			tap_eq(s->b.size, 1000, "%s: target reached over cycles",
+			       what);
+			check_consistent(s, what);
+			shutdown_and_check(s, what);
+		}
+	}
+}
+
+/* Too many refusals end the cycle; they are not retried at once. */
+static void test_too_many_refusals(void)
+{
+	struct sim *s = setup(0x06);
+
+	s->host.refuse_every = 1;
+	s->host.target = 4000;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_LOCK], 1,
+	       "all refused: one batch, then the cycle ends");
+	tap_eq(s->b.size, 0, "all refused: nothing counted");
+	check_consistent(s, "all refused");
+
+	s->host.refuse_every = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 4000, "host accepts again: target reached");
+	shutdown_and_check(s, "all refused");
+
+	s = setup(0x02);
+	s->host.refuse_every = 1;
+	s->host.target = 4000;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_LOCK], VMB_MAX_REFUSED,
+	       "single-page, all refused: %u LOCKs, then the cycle ends",
+	       VMB_MAX_REFUSED);
+	check_consistent(s, "single-page, all refused");
+	shutdown_and_check(s, "single-page, all refused");
+}
+
+/*
+ * RESET answered by each command: the next cycle frees every page without
+ * UNLOCK, sends START and GUEST_ID again, and only then balloons. A host
+ * answers START or GUEST_ID with RESET only during a reset, so those two
+ * cases restart the host first.
+ */
+static void test_reset_from_each_command(void)
+{
+	static const struct {
+		enum vmb_cmd cmd;
+		u32 caps;
+		bool while_deflating;
+	} cases[] = {
+		{ VMB_CMD_START, 0x2e, false },
+		{ VMB_CMD_GET_TARGET, 0x2e, false },
+		{ VMB_CMD_GUEST_ID, 0x2e, false },
+		{ VMB_CMD_LOCK, 0x02, false },
+		{ VMB_CMD_UNLOCK, 0x02, true },
+		{ VMB_CMD_BATCHED_LOCK, 0x06, false },
+		{ VMB_CMD_BATCHED_UNLOCK, 0x06, true },
+		{ VMB_CMD_BATCHED_2M_LOCK, 0x0e, false },
+		{ VMB_CMD_BATCHED_2M_UNLOCK, 0x0e, true },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim *s = setup(cases[i].caps);
+		const char *name = vmb_cmd_names[cases[i].cmd];
+		u64 starts, unlocks, resets;
+		char what[64];
+
+		snprintf(what, sizeof(what), "RESET from %s", name);
+		s->host.target = 2048;
+		sim_cycles(s, 2);
+		starts = s->host.calls[VMB_CMD_START];
+		resets = s->b.stats[VMB_STAT_RESET];
+
+		if (cases[i].cmd == VMB_CMD_START ||
+		    cases[i].cmd == VMB_CMD_GUEST_ID)
+			sim_host_restart(s);
+		s->host.reset_on_cmd = cases[i].cmd;
+		s->host.target = cases[i].while_deflating ? 0 :
+				 (cases[i].caps == 0x0e ? 4096 : 3000);
+		sim_cycle(s);
+		tap_ok(s->b.reset_required, "%s: reset pending", what);
+
+		unlocks = unlock_calls(s);
+		s->host.target = 1024;
+		sim_cycles(s, 3);
+		tap_eq(s->host.reset_on_cmd, -1, "%s: RESET answered", what);
+		tap_eq(unlock_calls(s), unlocks, "%s: pages freed without UNLOCK",
+		       what);
+		tap_ok(s->host.calls[VMB_CMD_START] > starts + 1 ||
+		       (s->host.calls[VMB_CMD_START] == starts + 1 &&
+			cases[i].cmd != VMB_CMD_START),
+		       "%s: START sent again", what);
+		tap_ok(s->b.stats[VMB_STAT_RESET] > resets, "%s: reset counted",
+		       what);
+		tap_eq(s->host.guest_id, 1, "%s: GUEST_ID sent again", what);
+		tap_eq(s->b.size, 1024, "%s: balloon back at target", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
+/* While START keeps failing: retried every cycle, nothing else happens. */
+static void test_failing_start(void)
+{
+	struct sim *s = setup(0x2e);
+	unsigned int i;
+
+	s->host.target = 1000;
+	s->host.fail_start = 3;
+	for (i = 0; i < 3; i++) {
+		sim_cycle(s);
+		tap_eq(s->host.calls[VMB_CMD_START], i + 1,
+		       "failing START: tried again in cycle %u", i + 1);
+	}
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], 0,
+	       "failing START: no GET_TARGET meanwhile");
+	tap_eq(lock_calls(s), 0, "failing START: no LOCK meanwhile");
+	tap_ok(s->b.reset_required, "failing START: reset still pending");
+	sim_cycle(s);
+	tap_eq(s->b.size, 1000, "START succeeds: balloon inflates");
+	check_consistent(s, "failing START");
+
+	/* a reset with a full balloon, then START fails twice */
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	s->host.fail_start = 2;
+	sim_cycles(s, 3);
+	tap_eq(s->b.size, 0, "reset pending: balloon emptied");
+	tap_eq(s->allocated, 0, "reset pending: every page freed");
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], 2,
+	       "reset pending: no GET_TARGET while START fails");
+	sim_cycle(s);
+	tap_eq(s->b.size, 1000, "after the reset: back at target");
+	check_consistent(s, "failing START");
+	shutdown_and_check(s, "failing START");
+}
+
+/* BUSY ends the cycle; the next one carries on. */
+static void test_busy(void)
+{
+	struct sim *s = setup(0x06);
+
+	s->host.target = 2000;
+	s->host.busy_on_cmd = VMB_CMD_BATCHED_LOCK;
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "BUSY on batchLock: nothing counted");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_FREE][VMB_PAGE_4K], 512,
+	       "BUSY on batchLock: the batch's pages freed");
+	check_consistent(s, "BUSY on batchLock");
+	sim_cycle(s);
+	tap_eq(s->b.size, 2000, "after BUSY: target reached");
+
+	s->host.busy_on_cmd = VMB_CMD_GET_TARGET;
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 2000, "BUSY on GET_TARGET: no change this cycle");
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "after BUSY: deflated");
+
+	s->host.target = 1000;
+	sim_cycle(s);
+	s->host.busy_on_cmd = VMB_CMD_BATCHED_UNLOCK;
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 1000, "BUSY on batchUnlock: pages stay ballooned");
+	check_consistent(s, "BUSY on batchUnlock");
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "after BUSY: deflated");
+	shutdown_and_check(s, "BUSY");
+}
+
+/* A target above RAM is clamped; allocation failure ends the cycle. */
+static void test_target_above_ram(void)
+{
+	struct sim *s = setup(0x2e);
+
+	s->host.target = 10 * s->nframes;
+	s->alloc_limit = s->nframes * 3 / 4;
+	sim_cycle(s);
+	tap_ok(vmb_effective_target(&s->b) <= s->nframes,
+	       "target above RAM: clamped to RAM");
+	tap_ok(s->b.size <= s->alloc_limit && s->b.size > s->nframes / 2,
+	       "target above RAM: stops where allocation fails");
+	tap_ok(s->b.page_stats[VMB_PAGE_STAT_ALLOC_FAIL][VMB_PAGE_4K] == 1,
+	       "target above RAM: one failed allocation ends the cycle");
+	check_consistent(s, "target above RAM");
+	sim_cycles(s, 3);
+	tap_ok(s->b.size <= s->alloc_limit, "target above RAM: never beyond");
+	check_consistent(s, "target above RAM");
+	shutdown_and_check(s, "target above RAM");
+}
+
+/* Targets and limits beyond 32 bits, with and without 64_BIT_TARGET. */
+static void test_64bit_target(void)
+{
+	u64 big_ram = 1ULL << 33, big_target = (1ULL << 32) + 100;
+	struct sim *s;
+
+	s = setup(0x0e);
+	s->reported_ram = big_ram;
+	s->host.target = big_target;
+	s->host.garbage_high = true;
+	sim_cycle(s);
+	tap_eq(s->host.last_limit, VMB_U32_MAX,
+	       "no 64-bit cap: limit clamped to 32 bits");
+	tap_eq(s->b.target, VMB_U32_MAX,
+	       "no 64-bit cap: target from the low 32 bits of RBX only");
+	check_consistent(s, "no 64-bit cap, huge target");
+	sim_destroy(s);
+
+	s = setup(0x0e);
+	s->host.garbage_high = true;
+	s->host.target = 1000;
+	sim_cycle(s);
+	tap_eq(s->b.target, 1000, "no 64-bit cap: junk above bit 31 ignored");
+	tap_eq(s->b.size, 1000, "no 64-bit cap: balloon at target");
+	shutdown_and_check(s, "no 64-bit cap");
+
+	s = setup(0x2e);
+	s->reported_ram = big_ram;
+	s->host.target = big_target;
+	sim_cycle(s);
+	tap_eq(s->host.last_limit, big_ram, "64-bit cap: full limit sent");
+	tap_eq(s->b.target, big_target, "64-bit cap: full 64-bit target");
+	tap_eq(vmb_effective_target(&s->b), big_target,
+	       "64-bit cap: target below RAM kept");
+	check_consistent(s, "64-bit cap");
+	shutdown_and_check(s, "64-bit cap");
+}
+
+/* A PFN above 32 bits in single-page mode is refused without a hypercall. */
+static void test_high_pfn(void)
+{
+	struct sim_config cfg = { .host_caps = 0x02, .pfn_base = 1ULL << 32 };
+	struct sim *s = setup_cfg(&cfg);
+
+	s->host.target = 100;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_LOCK], 0,
+	       "high PFN, single-page: no LOCK hypercall");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][VMB_PAGE_4K],
+	       VMB_MAX_REFUSED, "high PFN, single-page: refused locally");
+	tap_eq(s->b.size, 0, "high PFN, single-page: nothing ballooned");
+	check_consistent(s, "high PFN, single-page");
+	shutdown_and_check(s, "high PFN, single-page");
+
+	cfg.host_caps = 0x22;
+	s = setup_cfg(&cfg);
+	s->host.target = 100;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_LOCK], 100,
+	       "high PFN, single-page with 64-bit cap: LOCK sent");
+	tap_eq(s->b.size, 100, "high PFN, single-page with 64-bit cap: at target");
+	check_consistent(s, "high PFN, 64-bit cap");
+	shutdown_and_check(s, "high PFN, 64-bit cap");
+
+	cfg.host_caps = 0x0e;
+	s = setup_cfg(&cfg);
+	s->host.target = 1100;
+	sim_cycle(s);
+	tap_eq(s->b.size, 1100, "high PFN, batched: the entries carry it");
+	check_consistent(s, "high PFN, batched");
+	shutdown_and_check(s, "high PFN, batched");
+}
+
+/* No deflation while less than 2 MiB above the target, unless it is 0. */
+static void test_deflate_slack(void)
+{
+	struct sim *s = setup(0x06);
+
+	s->host.target = 5000;
+	sim_cycle(s);
+	s->host.target = 5000 - (VMB_DEFLATE_SLACK - 1);
+	sim_cycle(s);
+	tap_eq(s->b.size, 5000, "slack: 511 frames above target, no deflate");
+	tap_eq(unlock_calls(s), 0, "slack: no UNLOCK sent");
+	s->host.target = 5000 - VMB_DEFLATE_SLACK;
+	sim_cycle(s);
+	tap_eq(s->b.size, 5000 - VMB_DEFLATE_SLACK,
+	       "slack: 512 frames above target, deflated to target");
+	s->host.target = 3000;
+	sim_cycle(s);
+	tap_eq(s->b.size, 3000, "slack: deflated to a lower target");
+	s->host.target = 3000 - 300;
+	sim_cycle(s);
+	tap_eq(s->b.size, 3000, "slack: 300 above a non-zero target kept");
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "slack: target 0 empties the balloon");
+	s->host.target = 300;
+	sim_cycle(s);
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "slack: target 0 empties even a small balloon");
+	check_consistent(s, "slack");
+	shutdown_and_check(s, "slack");
+
+	s = setup(0x0e);
+	s->host.target = 2048;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_2M_LOCK], 1,
+	       "2 MiB: 2048 frames in one batch of four pages");
+	s->host.target = 1024 + 100;
+	sim_cycle(s);
+	tap_eq(s->b.size, 1536, "2 MiB: deflates whole pages, within slack");
+	check_consistent(s, "2 MiB slack");
+	shutdown_and_check(s, "2 MiB slack");
+}
+
+/* Unload: START(0) first, then every page freed without UNLOCK. */
+static void test_unload(void)
+{
+	struct sim *s = setup(0x2e);
+	u64 unlocks;
+
+	s->host.target = 3000;
+	sim_cycle(s);
+	unlocks = unlock_calls(s);
+	vmb_shutdown(&s->b);
+	tap_eq(s->host.start_args[s->host.n_starts - 1], 0,
+	       "unload: START(0) sent");
+	tap_eq(unlock_calls(s), unlocks, "unload: no UNLOCK");
+	tap_eq(s->freed_while_locked, 0, "unload: no page freed while locked");
+	tap_eq(s->allocated, 0, "unload: every page freed");
+	sim_destroy(s);
+}
+
+/* 2 MiB allocations that fail fall back to 4 KiB pages. */
+static void test_2m_fallback(void)
+{
+	struct sim *s = setup(0x0e);
+
+	s->no_2m = true;
+	s->host.target = 3000;
+	sim_cycle(s);
+	tap_eq(s->b.size, 3000, "no 2 MiB pages: target reached with 4 KiB");
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_2M_LOCK], 0,
+	       "no 2 MiB pages: no 2m-lock");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_ALLOC_FAIL][VMB_PAGE_2M], 1,
+	       "no 2 MiB pages: one failed 2 MiB allocation");
+	check_consistent(s, "no 2 MiB pages");
+	shutdown_and_check(s, "no 2 MiB pages");
+}
+
+/* Refused 2 MiB pages are split and tried again as 4 KiB pages. */
+static void test_2m_refused_split(void)
+{
+	struct sim *s = setup(0x0e);
+
+	s->host.refuse_every = 1;
+	s->host.refuse_2m_only = true;
+	s->host.target = 2048;
+	sim_cycle(s);
+	tap_eq(s->b.size, 2048, "2 MiB refused: target reached in 4 KiB pages");
+	tap_eq(s->b.list_count[VMB_LIST_BALLOON_2M], 0,
+	       "2 MiB refused: no 2 MiB page in the balloon");
+	tap_ok(s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][VMB_PAGE_2M] > 0,
+	       "2 MiB refused: refusals counted");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_ALLOC][VMB_PAGE_4K], 0,
+	       "2 MiB refused: the split pieces were used, not new pages");
+	check_consistent(s, "2 MiB refused");
+	shutdown_and_check(s, "2 MiB refused");
+}
+
+/* The first failed allocation ends the cycle. */
+static void test_alloc_failure(void)
+{
+	struct sim *s = setup(0x06);
+
+	s->fail_4k_after = 100;
+	s->host.target = 1000;
+	sim_cycle(s);
+	tap_eq(s->b.size, 100, "allocation failure: what was allocated is locked");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_ALLOC_FAIL][VMB_PAGE_4K], 1,
+	       "allocation failure: no retry in the same cycle");
+	check_consistent(s, "allocation failure");
+	shutdown_and_check(s, "allocation failure");
+}
+
+/* Pages the host will not unlock stay; pages it does not hold may go. */
+static void test_unlock_refusals(void)
+{
+	struct sim *s = setup(0x06);
+	struct sim_frame *f;
+	unsigned int forgotten = 0;
+
+	s->host.target = 1000;
+	sim_cycle(s);
+	s->host.refuse_unlock = VMB_ERROR_PPN_PINNED;
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 1000, "unlock refused: pages stay ballooned");
+	check_consistent(s, "unlock refused");
+
+	s->host.refuse_unlock = 0;
+	/* the host lost track of ten pages */
+	for (f = s->lists[VMB_LIST_BALLOON_4K]; f && forgotten < 10; f = f->next) {
+		f->locked = false;
+		s->host.locked_frames--;
+		forgotten++;
+	}
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "pages the host does not hold are freed too");
+	check_consistent(s, "unlock of unlocked pages");
+	shutdown_and_check(s, "unlock refusals");
+}
+
+/* The doorbell: set after START, unset on reset and on unload. */
+static void test_doorbell(void)
+{
+	struct sim_config cfg = { .host_caps = 0x3e };
+	struct sim *s = setup_cfg(&cfg);
+
+	s->host.target = 100;
+	sim_cycle(s);
+	tap_ok(s->doorbell_exists, "doorbell: created");
+	tap_ok(s->host.doorbell_context == 42 && s->host.doorbell_resource == 7,
+	       "doorbell: given to the host");
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	sim_cycles(s, 2);
+	tap_eq(s->doorbells_created, 2, "doorbell: made again after a reset");
+	tap_eq(s->b.size, 100, "doorbell: balloon back at target");
+	vmb_work(&s->b, true);
+	tap_eq(s->b.stats[VMB_STAT_DOORBELL], 1, "doorbell: rings counted");
+	vmb_shutdown(&s->b);
+	tap_ok(!s->doorbell_exists, "doorbell: destroyed on unload");
+	tap_eq(s->host.doorbell_context, VMB_VMCI_INVALID_ID,
+	       "doorbell: unset on unload");
+	tap_eq(s->errors, 0, "doorbell: hooks used correctly");
+	sim_destroy(s);
+
+	s = setup_cfg(&cfg);
+	s->doorbell_fails = true;
+	s->host.target = 100;
+	sim_cycles(s, 3);
+	tap_eq(s->b.size, 100, "no doorbell: balloon still works by polling");
+	tap_eq(sim_log_count(s, "doorbell"), 1, "no doorbell: said once");
+	shutdown_and_check(s, "no doorbell");
+
+	s = setup_cfg(&cfg);
+	s->host.doorbell_status = VMB_FAILURE;
+	s->host.target = 100;
+	sim_cycle(s);
+	tap_ok(!s->doorbell_exists, "doorbell refused by the host: destroyed");
+	tap_eq(s->b.size, 100, "doorbell refused: balloon still works");
+	shutdown_and_check(s, "doorbell refused");
+
+	cfg.requested_caps = VMB_CAPS_ALL & ~VMB_CAP_DOORBELL;
+	s = setup_cfg(&cfg);
+	sim_cycle(s);
+	tap_eq(s->host.start_args[0], 0x2e, "without VMCI: START asks for 0x2e");
+	tap_eq(s->doorbells_created, 0, "without VMCI: no doorbell");
+	shutdown_and_check(s, "without VMCI");
+}
+
+/* A host scribbling over the entries' PFNs does not confuse the guest. */
+static void test_scribbled_entries(void)
+{
+	struct sim *s = setup(0x0e);
+
+	s->host.entry_garbage = true;
+	s->host.target = 3000;
+	sim_cycle(s);
+	tap_eq(s->b.size, 3000, "scribbled entries: target reached");
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "scribbled entries: deflated");
+	check_consistent(s, "scribbled entries");
+	shutdown_and_check(s, "scribbled entries");
+}
+
+struct lines {
+	char text[40][96];
+	unsigned int n;
+};
+
+static void collect(void *ctx, const char *line)
+{
+	struct lines *l = ctx;
+
+	if (l->n < 40)
+		snprintf(l->text[l->n], sizeof(l->text[0]), "%s", line);
+	l->n++;
+}
+
+/* The debugfs text keeps upstream's names and layout. */
+static void test_stats_format(void)
+{
+	struct sim *s = setup(0x2e);
+	struct lines l = { .n = 0 };
+
+	s->host.target = 1000;
+	sim_cycle(s);
+	vmb_stats_show(&s->b, collect, &l);
+	tap_eq(l.n, 30, "stats: 30 lines");
+	tap_ok(!strcmp(l.text[0], "balloon capabilities  :             0x3e"),
+	       "stats: requested capabilities line");
+	tap_ok(!strcmp(l.text[1], "used capabilities     :             0x2e"),
+	       "stats: used capabilities line");
+	tap_ok(!strcmp(l.text[2], "is resetting          :                n"),
+	       "stats: resetting line");
+	tap_ok(!strcmp(l.text[4], "current               :             1000"),
+	       "stats: current line");
+	tap_ok(!strcmp(l.text[5], "start                 :                1 (0 failed)"),
+	       "stats: start line");
+	tap_ok(!strcmp(l.text[20], "alloc             (4k):              488"),
+	       "stats: 4k alloc line");
+	tap_ok(!strcmp(l.text[21], "alloc             (2M):                1"),
+	       "stats: 2M alloc line");
+	tap_ok(!strcmp(l.text[15], "timer                 :                1"),
+	       "stats: timer line");
+	shutdown_and_check(s, "stats");
+}
+
+int main(void)
+{
+	test_capability_subsets();
+	test_refusal_statuses();
+	test_too_many_refusals();
+	test_reset_from_each_command();
+	test_failing_start();
+	test_busy();
+	test_target_above_ram();
+	test_64bit_target();
+	test_high_pfn();
+	test_deflate_slack();
+	test_unload();
+	test_2m_fallback();
+	test_2m_refused_split();
+	test_alloc_failure();
+	test_unlock_refusals();
+	test_doorbell();
+	test_scribbled_entries();
+	test_stats_format();
+
+	printf("1..%u\n", tap_passed + tap_failed);
+	printf("%u passed, %u failed\n", tap_passed, tap_failed);
+	return tap_failed ? 1 : 0;
+}
