@@ -1,0 +1,83 @@
+# vmw-balloon-dkms: the VMware memory balloon driver as DKMS packages.
+#
+#   make            build src/vmw_balloon.ko against KDIR (default: the
+#                   running kernel's headers, else the newest installed)
+#   make check      run every test (tests/run); `tests/run --list` names them
+#   make deb        build/deb/vmw-balloon-dkms_<version>_all.deb
+#   make rpm        build/rpm/RPMS/noarch/vmw-balloon-dkms-<version>-1.noarch.rpm
+#   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
+#   make image      the Debian guest disk (cached); prints its path
+#   make demo       boot a VMware-like guest and watch it balloon
+#   make deps       install every Debian package the above need
+#
+# The version is PACKAGE_VERSION in dkms.conf, and nowhere else but
+# debian/changelog, which tests/checks/version.sh compares with it.
+
+SHELL := /bin/bash
+VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$$/\1/p' dkms.conf)
+BUILD := build
+PACKAGER ?= vmw-balloon-dkms developers <dev@vmw-balloon-dkms.invalid>
+KDIR ?= $(shell tests/lib/find-kdir 2>/dev/null)
+
+# What the packages ship under /usr/src/vmw_balloon-<version>/, besides dkms.conf.
+MODULE_SOURCES := src/Kbuild $(sort $(filter-out %.mod.c,$(wildcard src/*.c))) \
+	$(sort $(wildcard src/*.h))
+
+DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
+RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
+
+.PHONY: all module clean check unit deb rpm qemu image demo deps
+
+all: module
+
+module:
+	@test -n "$(KDIR)" || tests/lib/find-kdir
+	$(MAKE) -C $(KDIR) M=$(CURDIR)/src modules
+
+unit:
+	$(MAKE) -C tests/unit run
+
+check:
+	tests/run
+
+deb: $(DEB)
+$(DEB): dkms.conf $(MODULE_SOURCES) $(wildcard debian/* debian/source/*)
+	tests/lib/need-packages dpkg-dev debhelper dh-dkms fakeroot
+	rm -rf $(BUILD)/deb
+	mkdir -p $(BUILD)/deb/vmw-balloon-$(VERSION)/src
+	cp dkms.conf $(BUILD)/deb/vmw-balloon-$(VERSION)/
+	cp -r debian $(BUILD)/deb/vmw-balloon-$(VERSION)/
+	cp $(MODULE_SOURCES) $(BUILD)/deb/vmw-balloon-$(VERSION)/src/
+	cd $(BUILD)/deb/vmw-balloon-$(VERSION) && dpkg-buildpackage -us -uc -b
+	@ls -l $@
+
+rpm: $(RPM)
+$(RPM): dkms.conf README.md $(MODULE_SOURCES) rpm/vmw-balloon-dkms.spec
+	tests/lib/need-packages rpm
+	rm -rf $(BUILD)/rpm
+	mkdir -p $(BUILD)/rpm/SOURCES $(BUILD)/rpm/vmw-balloon-$(VERSION)
+	cp dkms.conf README.md $(MODULE_SOURCES) $(BUILD)/rpm/vmw-balloon-$(VERSION)/
+	tar -C $(BUILD)/rpm -czf $(BUILD)/rpm/SOURCES/vmw-balloon-$(VERSION).tar.gz \
+		--owner=0 --group=0 --sort=name vmw-balloon-$(VERSION)
+	rpmbuild --define "_topdir $(CURDIR)/$(BUILD)/rpm" --define "packager $(PACKAGER)" \
+		-ba rpm/vmw-balloon-dkms.spec
+	tests/lib/rpm-sign $@ $(BUILD)/rpm/SRPMS/vmw-balloon-dkms-$(VERSION)-1.src.rpm
+	@ls -l $@
+
+qemu:
+	@qemu-cloud/qemu/build.sh
+
+image:
+	@qemu-cloud/image/build.sh
+
+demo:
+	tests/demo
+
+deps:
+	tests/lib/need-packages $$(cat tests/lib/packages)
+
+clean:
+	rm -rf $(BUILD)
+	$(MAKE) -C tests/unit clean
+	rm -f src/*.o src/*.ko src/*.mod src/*.mod.c src/.*.cmd src/Module.symvers \
+		src/modules.order

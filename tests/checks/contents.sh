@@ -1,0 +1,58 @@
+#!/bin/bash
+# The .deb and the .rpm ship exactly dkms.conf and the module's sources in
+# /usr/src/vmw_balloon-<version>/: no build products, no VCS files. Apart
+# from that, only documentation under /usr/share/doc.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
+deb=build/deb/vmw-balloon-dkms_${version}_all.deb
+rpm=build/rpm/RPMS/noarch/vmw-balloon-dkms-$version-1.noarch.rpm
+[[ -f $deb ]] || make deb >/dev/null
+[[ -f $rpm ]] || make rpm >/dev/null
+
+srcdir=usr/src/vmw_balloon-$version
+want=$( (echo dkms.conf; echo Kbuild
+	ls src/*.c src/*.h | grep -v '\.mod\.c$' | xargs -n1 basename) | sort)
+
+fail=0
+inspect() {	# name, list of files (no leading ./ or /)
+	local name=$1 files=$2 got extra
+	got=$(sed -n "s|^$srcdir/||p" <<<"$files" | grep -v '^$' | sort)
+	if [[ $got == "$want" ]]; then
+		echo "ok: $name ships in /$srcdir: $(tr '\n' ' ' <<<"$got")"
+	else
+		echo "WRONG: $name ships in /$srcdir:"
+		diff <(echo "$want") <(echo "$got") || true
+		fail=1
+	fi
+	extra=$(grep -v -e "^$srcdir/" -e '^usr/share/doc/' <<<"$files" || true)
+	if [[ -n $extra ]]; then
+		echo "WRONG: $name ships files elsewhere: $extra"
+		fail=1
+	fi
+	if grep -E '\.(o|ko|cmd|mod|mod\.c|order|symvers)$|(^|/)\.git|(^|/)\.' <<<"$files"; then
+		echo "WRONG: $name ships build products or VCS/hidden files"
+		fail=1
+	fi
+}
+
+inspect "$deb" "$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||')"
+inspect "$rpm" "$(rpm -qpl "$rpm" 2>/dev/null | sed 's|^/||' |
+	while read -r f; do [[ $f == "$srcdir" || $f == usr/share/doc/vmw-balloon-dkms-$version ]] || echo "$f"; done)"
+
+# the shipped dkms.conf is the repository's, version filled in
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+dpkg-deb -x "$deb" "$tmp"
+if cmp dkms.conf "$tmp/$srcdir/dkms.conf"; then
+	echo "ok: the .deb's dkms.conf is the repository's"
+else
+	echo "WRONG: the .deb's dkms.conf differs"; fail=1
+fi
+dpkg-deb -e "$deb" "$tmp/DEBIAN"
+if grep -q "DKMS_VERSION=$version" "$tmp/DEBIAN/postinst" && ! grep -q '#MODULE_VERSION#' "$tmp/DEBIAN/postinst"; then
+	echo "ok: postinst builds vmw_balloon $version"
+else
+	echo "WRONG: postinst does not name version $version"; fail=1
+fi
+exit $fail

@@ -1,0 +1,6 @@
+#!/bin/bash
+# The balloon core's unit tests, under ASan and UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+tests/lib/need-packages gcc make libc6-dev
+make -C tests/unit run
