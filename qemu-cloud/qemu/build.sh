@@ -1,0 +1,236 @@
+#!/bin/bash
+# Build, or reuse from the cache, a qemu-system-x86_64 that has the
+# project's vmware-balloon device (the hypervisor side of the VMware balloon
+# protocol).  The QEMU is Debian bookworm's qemu source (7.2, with Debian's
+# patches) plus the files of this folder:
+#   *.c *.h   device sources, copied into hw/i386/
+#   *.patch   applied with patch -p1 (hooks the device into Kconfig/meson)
+#
+# Prints the binary's absolute path as the last line of stdout; progress goes
+# to stderr.  The binary looks for firmware in /usr/share/qemu,
+# /usr/share/seabios and /usr/lib/ipxe/qemu (Debian's qemu-system-data,
+# seabios and ipxe-qemu, installed here when a build runs); passing
+# "-L /usr/share/qemu -L /usr/share/seabios -L /usr/lib/ipxe/qemu" does no
+# harm.
+#
+# Cache: ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu/<key>/ with
+# <key> = Debian source version (without epoch) + the first 16 hex digits of
+# the sha256 over this folder's build.sh, *.c, *.h and *.patch.  A cached
+# build is reused without touching apt.  Builds happen in a temporary folder
+# next to the cache and are renamed into place when complete.
+#
+# Environment:
+#   VMB_CACHE_DIR            cache root (see above)
+#   VMB_QEMU_DEBIAN_VERSION  build this Debian version of qemu (e.g.
+#                            1:7.2+dfsg-7+deb12u18); default: the newest
+#   VMB_QEMU_REFRESH=1       ask the archive for the newest version even if
+#                            a cached build exists
+#   VMB_DEBIAN_MIRROR, VMB_DEBIAN_SECURITY   archive URLs
+#   VMB_BUILD_JOBS           parallel jobs (default: nproc)
+set -euo pipefail
+shopt -s nullglob
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu
+want_version=${VMB_QEMU_DEBIAN_VERSION:-}
+refresh=${VMB_QEMU_REFRESH:-0}
+mirror=${VMB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+security=${VMB_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
+suite=bookworm
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+firmware_path=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
+binary_name=qemu-system-x86_64
+
+log() { printf 'qemu/build.sh: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# --- the key ---------------------------------------------------------------
+inputs=()
+for f in "$here"/build.sh "$here"/*.c "$here"/*.h "$here"/*.patch; do
+	inputs+=("${f##*/}")
+done
+inputs_sha=$(cd "$here" && sha256sum -- "${inputs[@]}" | sha256sum)
+inputs_sha=${inputs_sha%% *}
+hash16=${inputs_sha:0:16}
+
+# The cached build for these inputs: of $1 if given, else the newest one.
+find_cached() {
+	local want=${1:-} best= best_ver= dir ver
+	for dir in "$cache"/*-"$hash16"; do
+		[[ -x $dir/bin/$binary_name && -r $dir/debian-version ]] || continue
+		ver=$(<"$dir/debian-version")
+		if [[ -n $want ]]; then
+			[[ $ver == "$want" ]] && { printf '%s\n' "$dir"; return 0; }
+		elif [[ -z $best ]] || dpkg --compare-versions "$ver" gt "$best_ver"; then
+			best=$dir best_ver=$ver
+		fi
+	done
+	[[ -n $best ]] && printf '%s\n' "$best"
+}
+
+if [[ $refresh != 1 ]] && dir=$(find_cached "$want_version"); then
+	printf '%s\n' "$dir/bin/$binary_name"
+	exit 0
+fi
+
+# --- slow path: one build at a time ---------------------------------------
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+if ! flock -n 9; then
+	log "another build is running; waiting for it"
+	flock 9
+	if [[ $refresh != 1 ]] && dir=$(find_cached "$want_version"); then
+		printf '%s\n' "$dir/bin/$binary_name"
+		exit 0
+	fi
+fi
+
+# Left-overs of interrupted builds (we hold the lock: nobody else builds).
+for stale in "$cache"/.build-*; do
+	log "removing the left-over $stale"
+	rm -rf -- "$stale"
+done
+
+work=$(mktemp -d "$cache/.build-XXXXXX")
+cleanup() { rm -rf -- "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+start_time=$SECONDS
+
+log "checking build dependencies"
+"$repo/tests/lib/need-packages" build-essential dpkg-dev patch python3 \
+	meson ninja-build pkg-config libglib2.0-dev libpixman-1-dev \
+	libslirp-dev debian-archive-keyring \
+	seabios ipxe-qemu qemu-system-data >&2
+
+# A private apt configuration and state: the machine's own stays untouched.
+apt_dir=$work/apt
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" \
+	"$apt_dir/parts"
+cat >"$apt_dir/sources.list" <<EOF
+deb-src [signed-by=$keyring] $mirror $suite main
+deb-src [signed-by=$keyring] $mirror $suite-updates main
+deb-src [signed-by=$keyring] $security $suite-security main
+EOF
+apt_opts=(
+	-o "Dir::Etc::SourceList=$apt_dir/sources.list"
+	-o "Dir::Etc::SourceParts=$apt_dir/parts"
+	-o "Dir::State::Lists=$apt_dir/lists"
+	-o "Dir::Cache=$apt_dir/cache"
+	-o "Dir::Etc::Preferences=/dev/null"
+	-o "Dir::Etc::PreferencesParts=$apt_dir/parts"
+	-o "APT::Sandbox::User=root"
+	-o "Acquire::Languages=none"
+)
+
+log "reading the $suite source lists"
+apt-get "${apt_opts[@]}" -q update >"$work/apt.log" 2>&1 ||
+	{ cat "$work/apt.log" >&2; die "apt-get update failed"; }
+
+if [[ -z $want_version ]]; then
+	want_version=$(apt-cache "${apt_opts[@]}" showsrc --only-source qemu |
+		sed -n 's/^Version: //p' |
+		{
+			best=
+			while read -r v; do
+				if [[ -z $best ]] || dpkg --compare-versions "$v" gt "$best"; then
+					best=$v
+				fi
+			done
+			printf '%s\n' "$best"
+		})
+	[[ -n $want_version ]] || die "no qemu source package found in $suite"
+fi
+log "Debian qemu source version: $want_version"
+
+if dir=$(find_cached "$want_version"); then
+	printf '%s\n' "$dir/bin/$binary_name"
+	exit 0
+fi
+
+mkdir "$work/src"
+log "fetching and unpacking qemu $want_version"
+(cd "$work/src" &&
+	apt-get "${apt_opts[@]}" -q source --only-source "qemu=$want_version") \
+	>"$work/source.log" 2>&1 ||
+	{ tail -n 30 "$work/source.log" >&2; die "apt-get source failed"; }
+srcdir=("$work"/src/qemu-*/)
+((${#srcdir[@]} == 1)) || die "cannot find the unpacked qemu tree"
+srcdir=${srcdir[0]%/}
+
+log "adding the vmware-balloon device"
+for f in "$here"/*.c "$here"/*.h; do
+	cp -- "$f" "$srcdir/hw/i386/"
+done
+for p in "$here"/*.patch; do
+	patch -d "$srcdir" -p1 --batch --forward --no-backup-if-mismatch \
+		<"$p" >&2 || die "patch ${p##*/} does not apply"
+done
+
+jobs=${VMB_BUILD_JOBS:-$(nproc)}
+# The prefix is never installed to.  It must not be /usr: QEMU rewrites
+# configured paths under its prefix relative to wherever the binary runs
+# from, and the firmware path must stay the absolute Debian folders.
+configure_args=(
+	--prefix=/opt/vmw-balloon-qemu
+	--firmwarepath="$firmware_path"
+	--target-list=x86_64-softmmu
+	--without-default-features
+	--enable-tcg
+	--enable-slirp
+)
+build_log=$work/build.log
+fail_build() {
+	tail -n 40 "$build_log" >&2
+	cp -- "$build_log" "$cache/last-failed-build.log" 2>/dev/null || true
+	die "$1 (full log: $cache/last-failed-build.log)"
+}
+
+log "configuring (${configure_args[*]})"
+mkdir "$srcdir/build"
+(cd "$srcdir/build" && ../configure "${configure_args[@]}") \
+	>"$build_log" 2>&1 || fail_build "configure failed"
+
+log "compiling with $jobs jobs (a few minutes)"
+ninja -C "$srcdir/build" -j "$jobs" "$binary_name" >>"$build_log" 2>&1 ||
+	fail_build "compilation failed"
+if grep -E 'vmware-balloon\.c:[0-9]+:[0-9]+: (warning|error)' "$build_log" >&2; then
+	fail_build "the device source has compiler warnings"
+fi
+
+out=$work/out
+mkdir -p "$out/bin"
+cp -- "$srcdir/build/$binary_name" "$out/bin/"
+qemu=$out/bin/$binary_name
+
+log "checking the binary"
+"$qemu" -device help 2>&1 | grep -q '"vmware-balloon"' ||
+	die "the built QEMU has no vmware-balloon device"
+check=$(printf 'info balloon\nquit\n' |
+	timeout 60 "$qemu" -machine pc -accel tcg -nodefaults -display none \
+		-device vmware-balloon -S -monitor stdio 2>&1) ||
+	{ printf '%s\n' "$check" >&2; die "the built QEMU does not start"; }
+grep -q 'actual=' <<<"$check" ||
+	{ printf '%s\n' "$check" >&2; die "info balloon does not answer"; }
+
+printf '%s\n' "$want_version" >"$out/debian-version"
+printf '%s\n' "$inputs_sha" >"$out/inputs-sha256"
+{
+	echo "debian qemu source: $want_version"
+	echo "inputs: ${inputs[*]} (sha256 of their sha256sum: $inputs_sha)"
+	echo "configure: ${configure_args[*]}"
+	echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -r)"
+} >"$out/BUILD-INFO"
+cp -- "$build_log" "$out/build.log"
+
+key=${want_version#*:}-$hash16
+dest=$cache/$key
+if [[ -e $dest ]]; then
+	rm -rf -- "$dest"
+fi
+mv -T -- "$out" "$dest"
+log "built in $((SECONDS - start_time)) s: $dest"
+printf '%s\n' "$dest/bin/$binary_name"

@@ -1,0 +1,954 @@
+/*
+ * vmware-balloon: the hypervisor side of VMware's memory-balloon protocol
+ *
+ * Written for the vmw-balloon-dkms project so that its guest driver can be
+ * tested end to end under QEMU.  The wire protocol is described in the
+ * project's protocol reference (one "inl" on I/O port 0x5670, magic
+ * 0x456c6d6f in EAX, command in ECX, arguments in EBX and ESI, status back
+ * in EAX, the balloon target in RBX, START's granted capabilities in RCX).
+ *
+ * Usage:  -device vmware-balloon,id=vmb0[,capabilities=0x2e][,legacy=on]
+ * It is an ISA device (the pc machine has an ISA bus) and registers as
+ * QEMU's balloon handler, so HMP "balloon N" / "info balloon" and QMP
+ * "balloon" / "query-balloon" work as for virtio-balloon: the value given is
+ * the memory the guest should keep.  Only one balloon device may exist.
+ * The device cannot be migrated.
+ *
+ * Properties fixed at creation (-device ...):
+ *   capabilities  uint32, default 0x2e.  START grants arg1 & capabilities;
+ *                 bit 0 is never granted, only bits 1-5 are known.  0x10
+ *                 (VMCI doorbell) is off by default: QEMU has no VMCI.
+ *   legacy        bool, default off.  Answer START like a protocol-v2 host:
+ *                 plain SUCCESS, nothing written to RCX, BASIC granted
+ *                 (nothing at all for START(0)).
+ *
+ * Read/write at run time (qom-get / qom-set on /machine/peripheral/<id>;
+ * they may also be given with -device):
+ *   target-frames   uint64: the balloon target in 4 KiB frames.  QMP
+ *                   "balloon" sets it to (RAM - value) / 4096; qom-set may
+ *                   set anything (e.g. beyond 32 bits).  Not changed by a
+ *                   guest reset.
+ *
+ * Fault injection (read/write at run time):
+ *   reset-next      bool: the next command returns RESET (7).
+ *   reset-every     uint32 N: every Nth command returns RESET; 0 = off.
+ *                   Commands are counted from 1 over all calls with the
+ *                   right magic.
+ *                   Returning RESET makes the device behave like a host
+ *                   that restarted: every lock is forgotten, nothing is
+ *                   granted, and every command but START returns RESET
+ *                   until the guest sends START.
+ *   busy-next       bool: the next command returns BUSY (8), doing nothing.
+ *   busy-every      uint32 N: every Nth command returns BUSY; 0 = off.
+ *   refuse-every    uint32 N: every Nth frame the guest asks to lock (a
+ *                   single LOCK, or one batch entry, 4 KiB or 2 MiB) is
+ *                   refused with refuse-status instead of being locked;
+ *                   0 = off.  Only requests for valid guest RAM count.
+ *   refuse-status   uint32, default 5 (PPN_PINNED): the status used for
+ *                   refused frames (its low 5 bits in a batch entry).
+ *   fail-start      uint32 N: the next N START calls return FAILURE (-1);
+ *                   after a failed START every other command returns RESET
+ *                   until a START succeeds.
+ *   Priority: pending RESET, reset-next, reset-every, busy-next, busy-every,
+ *   then the command itself.
+ *
+ * Read-only counters (plain integers):
+ *   locked-frames         4 KiB frames currently locked (a 2M entry is 512)
+ *   locked-2m             2 MiB entries currently locked
+ *   granted-capabilities  what the last START granted (0 after a reset)
+ *   guest-id              last GUEST_ID argument
+ *   doorbell-cid, doorbell-rid   last VMCI_DOORBELL_SET arguments
+ *   resets-sent           RESET statuses returned
+ *   busy-sent             BUSY statuses returned
+ *   start-zero            START calls with arg1 == 0 (a driver saying bye)
+ *   calls-<cmd>, failures-<cmd>  per command: calls, and calls whose status
+ *                         was not SUCCESS (SUCCESS_WITH_CAPABILITIES counts
+ *                         as success); <cmd> is one of start, target, lock,
+ *                         unlock, guest-id, batch-lock, batch-unlock,
+ *                         2m-lock, 2m-unlock, doorbell-set
+ *   calls-unknown         commands 5 and >= 11 (answered CMD_INVALID)
+ *   bad-magic             port reads with a wrong magic (answered FAILURE,
+ *                         nothing else changes)
+ *   refused-frames        lock requests refused through refuse-every
+ *   discarded-frames      4 KiB frames whose host memory was released
+ *   ram-frames            the guest's RAM size in 4 KiB frames
+ *
+ * Rules the device applies:
+ *   - GET_TARGET returns the target clamped to arg1 (the guest's RAM in
+ *     frames; 0 means "no limit from the guest", the RAM size is used).
+ *     LOCK/UNLOCK and the batched commands return the same value, clamped
+ *     by the last limit seen.  Without 64_BIT_TARGET (or outside 64-bit
+ *     mode) the target is clamped to 32 bits and the limit is read as 32
+ *     bits.  The command (ECX) and arg2 (ESI) are always read as 32 bits,
+ *     arg1 as the whole RBX in 64-bit mode.
+ *   - Every frame must be guest RAM: memory of a memory backend (not MMIO,
+ *     ROM, read-only, device RAM such as video memory, or absent);
+ *     the whole 2 MiB for 2M entries, which must be 2 MiB aligned.  A single
+ *     LOCK/UNLOCK PFN >= 2^32 is PPN_INVALID unless 64_BIT_TARGET was
+ *     granted.  Batch entries with bits 5-11 set are PPN_INVALID.  Unlocking
+ *     one 4 KiB frame of a locked 2 MiB entry, or a 2 MiB range that holds
+ *     4 KiB locks, is PPN_INVALID.
+ *   - A batch page outside RAM or more than 512 entries: FAILURE, nothing
+ *     done.  Per-entry statuses go into bits 0-4 of each entry.
+ *   - Locked frames have their host memory discarded (unless discards are
+ *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.
+ *   - START forgets every lock.  A guest reset (system_reset) forgets every
+ *     lock and the grant but keeps the target.
+ *
+ * This work is licensed under the terms of the GNU GPL, version 2 or later.
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/bitmap.h"
+#include "qemu/bitops.h"
+#include "qemu/error-report.h"
+#include "qemu/log.h"
+#include "qemu/rcu.h"
+#include "qapi/error.h"
+#include "qapi/qapi-types-machine.h"
+#include "hw/isa/isa.h"
+#include "hw/qdev-properties.h"
+#include "hw/boards.h"
+#include "migration/vmstate.h"
+#include "sysemu/balloon.h"
+#include "sysemu/hostmem.h"
+#include "sysemu/hw_accel.h"
+#include "exec/address-spaces.h"
+#include "exec/cpu-common.h"
+#include "exec/memory.h"
+#include "cpu.h"
+#include "qom/object.h"
+
+#define TYPE_VMWARE_BALLOON "vmware-balloon"
+OBJECT_DECLARE_SIMPLE_TYPE(VMBalloonState, VMWARE_BALLOON)
+
+#define VMB_IO_PORT         0x5670
+#define VMB_IO_SIZE         4
+#define VMB_MAGIC           0x456c6d6fu
+
+#define VMB_FRAME_SHIFT     12
+#define VMB_FRAME_SIZE      (1ULL << VMB_FRAME_SHIFT)
+#define VMB_2M_FRAMES       512ULL
+#define VMB_BATCH_MAX       512u
+#define VMB_ENTRY_STATUS    0x1full
+#define VMB_ENTRY_RESERVED  0xfe0ull
+
+/* capability bits */
+#define VMB_CAP_BASIC       0x02u
+#define VMB_CAP_BATCHED     0x04u
+#define VMB_CAP_2M          0x08u
+#define VMB_CAP_DOORBELL    0x10u
+#define VMB_CAP_64BIT       0x20u
+#define VMB_CAP_KNOWN       0x3eu
+#define VMB_CAP_DEFAULT     0x2eu
+
+/* statuses */
+#define VMB_SUCCESS         0u
+#define VMB_FAILURE         0xffffffffu
+#define VMB_CMD_INVALID     1u
+#define VMB_PPN_INVALID     2u
+#define VMB_PPN_LOCKED      3u
+#define VMB_PPN_UNLOCKED    4u
+#define VMB_PPN_PINNED      5u
+#define VMB_RESET           7u
+#define VMB_BUSY            8u
+#define VMB_SUCCESS_CAPS    0x03000000u
+
+enum {
+    VMB_CMD_START,
+    VMB_CMD_TARGET,
+    VMB_CMD_LOCK,
+    VMB_CMD_UNLOCK,
+    VMB_CMD_GUEST_ID,
+    VMB_CMD_UNUSED_5,
+    VMB_CMD_BATCH_LOCK,
+    VMB_CMD_BATCH_UNLOCK,
+    VMB_CMD_2M_LOCK,
+    VMB_CMD_2M_UNLOCK,
+    VMB_CMD_DOORBELL_SET,
+    VMB_CMD_COUNT
+};
+
+/* Counter names; NULL marks a command number that does not exist. */
+static const char *const vmb_cmd_name[VMB_CMD_COUNT] = {
+    [VMB_CMD_START]        = "start",
+    [VMB_CMD_TARGET]       = "target",
+    [VMB_CMD_LOCK]         = "lock",
+    [VMB_CMD_UNLOCK]       = "unlock",
+    [VMB_CMD_GUEST_ID]     = "guest-id",
+    [VMB_CMD_BATCH_LOCK]   = "batch-lock",
+    [VMB_CMD_BATCH_UNLOCK] = "batch-unlock",
+    [VMB_CMD_2M_LOCK]      = "2m-lock",
+    [VMB_CMD_2M_UNLOCK]    = "2m-unlock",
+    [VMB_CMD_DOORBELL_SET] = "doorbell-set",
+};
+
+/*
+ * A set of guest frame numbers: bitmaps of 2^15 frames (128 MiB of guest
+ * memory) each, created on first use and looked up by frame >> 15.  Any
+ * 64-bit frame number can be stored, and a 2 MiB aligned range never
+ * straddles two bitmaps.
+ */
+#define VMB_CHUNK_SHIFT     15
+#define VMB_CHUNK_FRAMES    (1UL << VMB_CHUNK_SHIFT)
+
+typedef struct VMBFrameSet {
+    GHashTable *chunks;     /* uint64_t * chunk number -> unsigned long * */
+} VMBFrameSet;
+
+static void vmb_frames_init(VMBFrameSet *set)
+{
+    set->chunks = g_hash_table_new_full(g_int64_hash, g_int64_equal,
+                                        g_free, g_free);
+}
+
+static void vmb_frames_destroy(VMBFrameSet *set)
+{
+    if (set->chunks) {
+        g_hash_table_destroy(set->chunks);
+        set->chunks = NULL;
+    }
+}
+
+static void vmb_frames_clear_all(VMBFrameSet *set)
+{
+    g_hash_table_remove_all(set->chunks);
+}
+
+/* The bitmap holding @frame, NULL if none yet and !@create. */
+static unsigned long *vmb_frames_chunk(VMBFrameSet *set, uint64_t frame,
+                                       bool create)
+{
+    uint64_t key = frame >> VMB_CHUNK_SHIFT;
+    unsigned long *bits = g_hash_table_lookup(set->chunks, &key);
+
+    if (!bits && create) {
+        uint64_t *k = g_new(uint64_t, 1);
+
+        *k = key;
+        bits = bitmap_new(VMB_CHUNK_FRAMES);
+        g_hash_table_insert(set->chunks, k, bits);
+    }
+    return bits;
+}
+
+/* Number of frames of [frame, frame + n) in the set; the range is 1 frame
+ * or an aligned 2 MiB range, so it lies in one chunk. */
+static uint64_t vmb_frames_count(VMBFrameSet *set, uint64_t frame,
+                                 unsigned long n)
+{
+    unsigned long *bits = vmb_frames_chunk(set, frame, false);
+    unsigned long first = frame & (VMB_CHUNK_FRAMES - 1);
+    unsigned long i, count = 0;
+
+    if (!bits) {
+        return 0;
+    }
+    for (i = find_next_bit(bits, first + n, first); i < first + n;
+         i = find_next_bit(bits, first + n, i + 1)) {
+        count++;
+    }
+    return count;
+}
+
+static void vmb_frames_set(VMBFrameSet *set, uint64_t frame, unsigned long n)
+{
+    bitmap_set(vmb_frames_chunk(set, frame, true),
+               frame & (VMB_CHUNK_FRAMES - 1), n);
+}
+
+static void vmb_frames_clear(VMBFrameSet *set, uint64_t frame,
+                             unsigned long n)
+{
+    unsigned long *bits = vmb_frames_chunk(set, frame, false);
+
+    if (bits) {
+        bitmap_clear(bits, frame & (VMB_CHUNK_FRAMES - 1), n);
+    }
+}
+
+struct VMBalloonState {
+    ISADevice parent_obj;
+
+    MemoryRegion io;
+    bool handler_registered;
+
+    /* set at creation */
+    uint32_t capabilities;
+    bool legacy;
+
+    /* protocol state */
+    uint32_t granted;
+    bool reset_pending;         /* every command but START returns RESET */
+    uint64_t target_frames;
+    uint64_t last_limit;        /* last GET_TARGET arg1, 0 = none */
+    uint64_t guest_id;
+    uint64_t doorbell_cid;
+    uint64_t doorbell_rid;
+    VMBFrameSet locked;         /* every locked 4 KiB frame */
+    VMBFrameSet heads;          /* first frames of locked 2 MiB entries */
+    uint64_t locked_frames;
+    uint64_t locked_2m;
+
+    /* counters */
+    uint64_t granted_caps;      /* property view of 'granted' */
+    uint64_t calls[VMB_CMD_COUNT];
+    uint64_t failures[VMB_CMD_COUNT];
+    uint64_t calls_unknown;
+    uint64_t bad_magic;
+    uint64_t start_zero;
+    uint64_t resets_sent;
+    uint64_t busy_sent;
+    uint64_t refused_frames;
+    uint64_t discarded_frames;
+    uint64_t ram_frames;
+    uint64_t commands;          /* for reset-every / busy-every */
+    uint64_t lock_requests;     /* for refuse-every */
+
+    /* fault injection */
+    bool reset_next;
+    bool busy_next;
+    uint32_t reset_every;
+    uint32_t busy_every;
+    uint32_t refuse_every;
+    uint32_t refuse_status;
+    uint32_t fail_start;
+};
+
+/* One decoded port call. */
+typedef struct VMBCall {
+    uint64_t cmd;
+    uint64_t arg1;
+    uint64_t arg2;
+    bool wide;          /* the vCPU runs 64-bit code: registers are 64 bits */
+    bool set_rbx;
+    bool set_rcx;
+    uint64_t rbx;
+    uint64_t rcx;
+} VMBCall;
+
+static uint64_t vmb_ram_size(void)
+{
+    MachineState *ms = MACHINE(qdev_get_machine());
+
+    return ms->ram_size;
+}
+
+/* Forget every lock: what a restarted host, a new START or a guest reset
+ * amounts to.  The released memory stays released. */
+static void vmb_forget_locks(VMBalloonState *s)
+{
+    vmb_frames_clear_all(&s->locked);
+    vmb_frames_clear_all(&s->heads);
+    s->locked_frames = 0;
+    s->locked_2m = 0;
+}
+
+static void vmb_set_granted(VMBalloonState *s, uint32_t granted)
+{
+    s->granted = granted;
+    s->granted_caps = granted;
+}
+
+/* The device answers RESET: it acts like a host that was restarted. */
+static uint32_t vmb_host_restart(VMBalloonState *s)
+{
+    vmb_forget_locks(s);
+    vmb_set_granted(s, 0);
+    s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
+    s->reset_pending = true;
+    return VMB_RESET;
+}
+
+static bool vmb_wide_target(VMBalloonState *s, const VMBCall *c)
+{
+    return c->wide && (s->granted & VMB_CAP_64BIT);
+}
+
+/* The target as the guest sees it. */
+static uint64_t vmb_guest_target(VMBalloonState *s, const VMBCall *c)
+{
+    uint64_t target = s->target_frames;
+    uint64_t limit = s->last_limit ? s->last_limit : s->ram_frames;
+
+    target = MIN(target, limit);
+    if (!vmb_wide_target(s, c)) {
+        target = MIN(target, (uint64_t)UINT32_MAX);
+    }
+    return target;
+}
+
+/*
+ * Is [frame, frame + nframes) guest RAM, in a single region?  Guest RAM is
+ * what a memory backend provides (the machine's RAM, NUMA nodes, DIMMs):
+ * writable RAM of devices (video memory, say) is not.  On success
+ * fill *section, which holds a reference the caller must drop with
+ * memory_region_unref(section->mr).
+ */
+static bool vmb_find_ram(uint64_t frame, uint64_t nframes,
+                         MemoryRegionSection *section)
+{
+    MemoryRegionSection sec;
+    hwaddr gpa, len;
+
+    if (nframes == 0 || frame > (UINT64_MAX >> VMB_FRAME_SHIFT) - nframes) {
+        return false;
+    }
+    gpa = frame << VMB_FRAME_SHIFT;
+    len = nframes << VMB_FRAME_SHIFT;
+
+    sec = memory_region_find(get_system_memory(), gpa, len);
+    if (!sec.mr) {
+        return false;
+    }
+    if (sec.offset_within_address_space != gpa ||
+        int128_ne(sec.size, int128_make64(len)) ||
+        !memory_region_is_ram(sec.mr) ||
+        memory_region_is_ram_device(sec.mr) ||
+        memory_region_is_rom(sec.mr) ||
+        memory_region_is_romd(sec.mr) ||
+        sec.readonly ||
+        !sec.mr->ram_block ||
+        !object_dynamic_cast(memory_region_owner(sec.mr),
+                             TYPE_MEMORY_BACKEND)) {
+        memory_region_unref(sec.mr);
+        return false;
+    }
+    *section = sec;
+    return true;
+}
+
+/* Give the host memory behind a newly locked range back to the host. */
+static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
+                        uint64_t nframes)
+{
+    uint64_t len = nframes << VMB_FRAME_SHIFT;
+    ram_addr_t rb_offset;
+    RAMBlock *rb;
+    size_t pagesize;
+    void *host;
+
+    if (ram_block_discard_is_disabled()) {
+        return;
+    }
+
+    RCU_READ_LOCK_GUARD();
+    host = (uint8_t *)memory_region_get_ram_ptr(sec->mr) +
+           sec->offset_within_region;
+    rb = qemu_ram_block_from_host(host, false, &rb_offset);
+    if (!rb) {
+        return;
+    }
+    pagesize = qemu_ram_pagesize(rb);
+    if (len < pagesize || rb_offset % pagesize || len % pagesize) {
+        warn_report_once("vmware-balloon: guest RAM uses %zu-byte host pages;"
+                         " locked 4 KiB frames are not released", pagesize);
+        return;
+    }
+    /* Errors are reported by ram_block_discard_range and are not fatal. */
+    if (ram_block_discard_range(rb, rb_offset, len) == 0) {
+        s->discarded_frames += nframes;
+    }
+}
+
+/*
+ * Lock or unlock one entry: a 4 KiB frame (nframes 1) or a 2 MiB page
+ * (nframes 512, frame aligned).  Returns the entry's status.
+ */
+static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
+                             uint64_t nframes, bool lock)
+{
+    MemoryRegionSection sec;
+    uint64_t head = frame & ~(VMB_2M_FRAMES - 1);
+    uint32_t status = VMB_SUCCESS;
+    uint64_t held;
+
+    if (nframes == VMB_2M_FRAMES && frame != head) {
+        return VMB_PPN_INVALID;
+    }
+    if (!vmb_find_ram(frame, nframes, &sec)) {
+        return VMB_PPN_INVALID;
+    }
+
+    held = vmb_frames_count(&s->locked, frame, nframes);
+    if (lock) {
+        s->lock_requests++;
+        if (s->refuse_every && s->lock_requests % s->refuse_every == 0) {
+            s->refused_frames++;
+            status = s->refuse_status;
+        } else if (held) {
+            status = VMB_PPN_LOCKED;
+        } else {
+            vmb_frames_set(&s->locked, frame, nframes);
+            s->locked_frames += nframes;
+            if (nframes == VMB_2M_FRAMES) {
+                vmb_frames_set(&s->heads, frame, 1);
+                s->locked_2m++;
+            }
+            vmb_discard(s, &sec, nframes);
+        }
+    } else if (nframes == 1) {
+        if (!held) {
+            status = VMB_PPN_UNLOCKED;
+        } else if (vmb_frames_count(&s->heads, head, 1)) {
+            status = VMB_PPN_INVALID;   /* part of a locked 2 MiB page */
+        } else {
+            vmb_frames_clear(&s->locked, frame, 1);
+            s->locked_frames--;
+        }
+    } else {
+        if (vmb_frames_count(&s->heads, frame, 1)) {
+            vmb_frames_clear(&s->heads, frame, 1);
+            vmb_frames_clear(&s->locked, frame, nframes);
+            s->locked_frames -= nframes;
+            s->locked_2m--;
+        } else if (!held) {
+            status = VMB_PPN_UNLOCKED;
+        } else {
+            status = VMB_PPN_INVALID;   /* holds 4 KiB locks */
+        }
+    }
+
+    memory_region_unref(sec.mr);
+    return status;
+}
+
+static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
+{
+    if (!(s->granted & VMB_CAP_BASIC)) {
+        return VMB_CMD_INVALID;
+    }
+    if ((c->arg1 >> 32) && !(s->granted & VMB_CAP_64BIT)) {
+        return VMB_PPN_INVALID;
+    }
+    return vmb_frame_op(s, c->arg1, 1, lock);
+}
+
+static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
+                              bool huge)
+{
+    uint64_t entries[VMB_BATCH_MAX];
+    MemoryRegionSection page;
+    uint64_t count = c->arg2;
+    hwaddr page_gpa;
+    MemTxResult res;
+    uint64_t i;
+
+    if (!(s->granted & VMB_CAP_BATCHED) ||
+        (huge && !(s->granted & VMB_CAP_2M))) {
+        return VMB_CMD_INVALID;
+    }
+    if (count > VMB_BATCH_MAX) {
+        return VMB_FAILURE;
+    }
+    if (!vmb_find_ram(c->arg1, 1, &page)) {
+        return VMB_FAILURE;
+    }
+    memory_region_unref(page.mr);
+    if (count == 0) {
+        return VMB_SUCCESS;
+    }
+
+    page_gpa = c->arg1 << VMB_FRAME_SHIFT;
+    res = address_space_read(&address_space_memory, page_gpa,
+                             MEMTXATTRS_UNSPECIFIED, entries, count * 8);
+    if (res != MEMTX_OK) {
+        return VMB_FAILURE;
+    }
+
+    for (i = 0; i < count; i++) {
+        uint64_t entry = le64_to_cpu(entries[i]);
+        uint32_t status;
+
+        if (entry & VMB_ENTRY_RESERVED) {
+            status = VMB_PPN_INVALID;
+        } else {
+            status = vmb_frame_op(s, entry >> VMB_FRAME_SHIFT,
+                                  huge ? VMB_2M_FRAMES : 1, lock);
+        }
+        entry = (entry & ~VMB_ENTRY_STATUS) | (status & VMB_ENTRY_STATUS);
+        entries[i] = cpu_to_le64(entry);
+    }
+
+    res = address_space_write(&address_space_memory, page_gpa,
+                              MEMTXATTRS_UNSPECIFIED, entries, count * 8);
+    if (res != MEMTX_OK) {
+        qemu_log_mask(LOG_GUEST_ERROR,
+                      "vmware-balloon: cannot write back the batch page\n");
+    }
+    return VMB_SUCCESS;
+}
+
+static uint32_t vmb_cmd_start(VMBalloonState *s, VMBCall *c)
+{
+    if (c->arg1 == 0) {
+        s->start_zero++;
+    }
+    vmb_forget_locks(s);
+    s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
+
+    if (s->fail_start) {
+        s->fail_start--;
+        vmb_set_granted(s, 0);
+        s->reset_pending = true;
+        c->set_rcx = true;
+        c->rcx = 0;
+        return VMB_FAILURE;
+    }
+
+    s->reset_pending = false;
+    s->last_limit = 0;
+    if (s->legacy) {
+        vmb_set_granted(s, c->arg1 ? VMB_CAP_BASIC : 0);
+        return VMB_SUCCESS;
+    }
+    vmb_set_granted(s, c->arg1 & s->capabilities & VMB_CAP_KNOWN);
+    c->set_rcx = true;
+    c->rcx = s->granted;
+    return VMB_SUCCESS_CAPS;
+}
+
+/* Injected faults and a pending reset; 0 when the command should run. */
+static uint32_t vmb_injected(VMBalloonState *s, int cmd)
+{
+    if (s->reset_pending && cmd != VMB_CMD_START) {
+        return VMB_RESET;
+    }
+    if (s->reset_next) {
+        s->reset_next = false;
+        return vmb_host_restart(s);
+    }
+    if (s->reset_every && s->commands % s->reset_every == 0) {
+        return vmb_host_restart(s);
+    }
+    if (s->busy_next) {
+        s->busy_next = false;
+        return VMB_BUSY;
+    }
+    if (s->busy_every && s->commands % s->busy_every == 0) {
+        return VMB_BUSY;
+    }
+    return 0;
+}
+
+static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
+{
+    int cmd = -1;
+    uint32_t status;
+
+    if (c->cmd < VMB_CMD_COUNT && vmb_cmd_name[c->cmd]) {
+        cmd = c->cmd;
+        s->calls[cmd]++;
+    } else {
+        s->calls_unknown++;
+    }
+    s->commands++;
+
+    status = vmb_injected(s, cmd);
+    if (status == 0) {
+        switch (cmd) {
+        case VMB_CMD_START:
+            status = vmb_cmd_start(s, c);
+            break;
+        case VMB_CMD_TARGET:
+            s->last_limit = vmb_wide_target(s, c) ? c->arg1
+                                                  : (uint32_t)c->arg1;
+            status = VMB_SUCCESS;
+            break;
+        case VMB_CMD_LOCK:
+            status = vmb_cmd_single(s, c, true);
+            break;
+        case VMB_CMD_UNLOCK:
+            status = vmb_cmd_single(s, c, false);
+            break;
+        case VMB_CMD_GUEST_ID:
+            s->guest_id = c->arg1;
+            status = VMB_SUCCESS;
+            break;
+        case VMB_CMD_BATCH_LOCK:
+            status = vmb_cmd_batch(s, c, true, false);
+            break;
+        case VMB_CMD_BATCH_UNLOCK:
+            status = vmb_cmd_batch(s, c, false, false);
+            break;
+        case VMB_CMD_2M_LOCK:
+            status = vmb_cmd_batch(s, c, true, true);
+            break;
+        case VMB_CMD_2M_UNLOCK:
+            status = vmb_cmd_batch(s, c, false, true);
+            break;
+        case VMB_CMD_DOORBELL_SET:
+            if (!(s->granted & VMB_CAP_DOORBELL)) {
+                status = VMB_CMD_INVALID;
+            } else {
+                s->doorbell_cid = c->arg1;
+                s->doorbell_rid = c->arg2;
+                status = VMB_SUCCESS;
+            }
+            break;
+        default:
+            status = VMB_CMD_INVALID;
+            break;
+        }
+    }
+
+    if (status == VMB_RESET) {
+        s->resets_sent++;
+    } else if (status == VMB_BUSY) {
+        s->busy_sent++;
+    }
+    if (cmd >= 0 && status != VMB_SUCCESS && status != VMB_SUCCESS_CAPS) {
+        s->failures[cmd]++;
+    }
+    if (cmd != VMB_CMD_START) {
+        c->set_rbx = true;
+        c->rbx = vmb_guest_target(s, c);
+    }
+    return status;
+}
+
+static uint64_t vmb_io_read(void *opaque, hwaddr addr, unsigned size)
+{
+    VMBalloonState *s = opaque;
+    CPUState *cs = current_cpu;
+    CPUX86State *env;
+    VMBCall c = { 0 };
+    uint32_t status;
+
+    /* Only a 32-bit read of the port itself, from a vCPU, is a call. */
+    if (addr != 0 || size != 4 || !cs ||
+        !object_dynamic_cast(OBJECT(cs), TYPE_X86_CPU)) {
+        return UINT32_MAX;
+    }
+    env = &X86_CPU(cs)->env;
+    cpu_synchronize_state(cs);
+
+    if ((uint32_t)env->regs[R_EAX] != VMB_MAGIC) {
+        s->bad_magic++;
+        status = VMB_FAILURE;
+    } else {
+        /* The command (ECX) and arg2 (ESI) are 32 bits; arg1 is all of
+         * RBX in 64-bit code (PFNs and limits may need more than 32). */
+        c.wide = (env->hflags & HF_CS64_MASK) != 0;
+        c.cmd = (uint32_t)env->regs[R_ECX];
+        c.arg1 = c.wide ? env->regs[R_EBX] : (uint32_t)env->regs[R_EBX];
+        c.arg2 = (uint32_t)env->regs[R_ESI];
+        status = vmb_dispatch(s, &c);
+        if (c.set_rbx) {
+            env->regs[R_EBX] = c.rbx;
+        }
+        if (c.set_rcx) {
+            env->regs[R_ECX] = c.rcx;
+        }
+    }
+    /*
+     * As hw/i386/vmport.c explains: after cpu_synchronize_state() the
+     * accelerator gets QEMU's copy of the registers back, so the result of
+     * the read has to be in EAX there too.  A 32-bit IN zero-extends.
+     */
+    env->regs[R_EAX] = status;
+    return status;
+}
+
+static void vmb_io_write(void *opaque, hwaddr addr, uint64_t val,
+                         unsigned size)
+{
+    /* Writes to the port mean nothing. */
+}
+
+static const MemoryRegionOps vmb_io_ops = {
+    .read = vmb_io_read,
+    .write = vmb_io_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+};
+
+/* QEMU's balloon interface: @keep is the memory the guest should keep. */
+static void vmb_balloon_event(void *opaque, ram_addr_t keep)
+{
+    VMBalloonState *s = opaque;
+    uint64_t ram = vmb_ram_size();
+
+    s->target_frames = keep >= ram ? 0 : (ram - keep) >> VMB_FRAME_SHIFT;
+}
+
+static void vmb_balloon_status(void *opaque, BalloonInfo *info)
+{
+    VMBalloonState *s = opaque;
+    uint64_t ram = vmb_ram_size();
+    uint64_t locked = s->locked_frames << VMB_FRAME_SHIFT;
+
+    info->actual = locked >= ram ? 0 : ram - locked;
+}
+
+static bool vmb_get_reset_next(Object *obj, Error **errp)
+{
+    return VMWARE_BALLOON(obj)->reset_next;
+}
+
+static void vmb_set_reset_next(Object *obj, bool value, Error **errp)
+{
+    VMWARE_BALLOON(obj)->reset_next = value;
+}
+
+static bool vmb_get_busy_next(Object *obj, Error **errp)
+{
+    return VMWARE_BALLOON(obj)->busy_next;
+}
+
+static void vmb_set_busy_next(Object *obj, bool value, Error **errp)
+{
+    VMWARE_BALLOON(obj)->busy_next = value;
+}
+
+static void vmb_instance_init(Object *obj)
+{
+    VMBalloonState *s = VMWARE_BALLOON(obj);
+    const ObjectPropertyFlags ro = OBJ_PROP_FLAG_READ;
+    const ObjectPropertyFlags rw = OBJ_PROP_FLAG_READWRITE;
+    int i;
+
+    vmb_frames_init(&s->locked);
+    vmb_frames_init(&s->heads);
+    s->refuse_status = VMB_PPN_PINNED;
+    s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
+
+    object_property_add_uint64_ptr(obj, "target-frames", &s->target_frames,
+                                   rw);
+    object_property_add_bool(obj, "reset-next", vmb_get_reset_next,
+                             vmb_set_reset_next);
+    object_property_add_uint32_ptr(obj, "reset-every", &s->reset_every, rw);
+    object_property_add_bool(obj, "busy-next", vmb_get_busy_next,
+                             vmb_set_busy_next);
+    object_property_add_uint32_ptr(obj, "busy-every", &s->busy_every, rw);
+    object_property_add_uint32_ptr(obj, "refuse-every", &s->refuse_every, rw);
+    object_property_add_uint32_ptr(obj, "refuse-status", &s->refuse_status,
+                                   rw);
+    object_property_add_uint32_ptr(obj, "fail-start", &s->fail_start, rw);
+
+    object_property_add_uint64_ptr(obj, "locked-frames", &s->locked_frames,
+                                   ro);
+    object_property_add_uint64_ptr(obj, "locked-2m", &s->locked_2m, ro);
+    object_property_add_uint64_ptr(obj, "granted-capabilities",
+                                   &s->granted_caps, ro);
+    object_property_add_uint64_ptr(obj, "guest-id", &s->guest_id, ro);
+    object_property_add_uint64_ptr(obj, "doorbell-cid", &s->doorbell_cid, ro);
+    object_property_add_uint64_ptr(obj, "doorbell-rid", &s->doorbell_rid, ro);
+    object_property_add_uint64_ptr(obj, "resets-sent", &s->resets_sent, ro);
+    object_property_add_uint64_ptr(obj, "busy-sent", &s->busy_sent, ro);
+    object_property_add_uint64_ptr(obj, "start-zero", &s->start_zero, ro);
+    object_property_add_uint64_ptr(obj, "calls-unknown", &s->calls_unknown,
+                                   ro);
+    object_property_add_uint64_ptr(obj, "bad-magic", &s->bad_magic, ro);
+    object_property_add_uint64_ptr(obj, "refused-frames", &s->refused_frames,
+                                   ro);
+    object_property_add_uint64_ptr(obj, "discarded-frames",
+                                   &s->discarded_frames, ro);
+    object_property_add_uint64_ptr(obj, "ram-frames", &s->ram_frames, ro);
+
+    for (i = 0; i < VMB_CMD_COUNT; i++) {
+        g_autofree char *calls = NULL;
+        g_autofree char *failures = NULL;
+
+        if (!vmb_cmd_name[i]) {
+            continue;
+        }
+        calls = g_strdup_printf("calls-%s", vmb_cmd_name[i]);
+        failures = g_strdup_printf("failures-%s", vmb_cmd_name[i]);
+        object_property_add_uint64_ptr(obj, calls, &s->calls[i], ro);
+        object_property_add_uint64_ptr(obj, failures, &s->failures[i], ro);
+    }
+}
+
+static void vmb_instance_finalize(Object *obj)
+{
+    VMBalloonState *s = VMWARE_BALLOON(obj);
+
+    vmb_frames_destroy(&s->locked);
+    vmb_frames_destroy(&s->heads);
+}
+
+static void vmb_realize(DeviceState *dev, Error **errp)
+{
+    VMBalloonState *s = VMWARE_BALLOON(dev);
+
+    if (s->capabilities & ~VMB_CAP_KNOWN) {
+        warn_report("vmware-balloon: capabilities 0x%x: only bits 1-5 "
+                    "(0x3e) are known, the rest is never granted",
+                    s->capabilities);
+    }
+    if (qemu_add_balloon_handler(vmb_balloon_event, vmb_balloon_status,
+                                 s) < 0) {
+        error_setg(errp, "Only one balloon device is supported");
+        return;
+    }
+    s->handler_registered = true;
+    s->ram_frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
+
+    memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
+                          TYPE_VMWARE_BALLOON, VMB_IO_SIZE);
+    isa_register_ioport(ISA_DEVICE(dev), &s->io, VMB_IO_PORT);
+}
+
+static void vmb_unrealize(DeviceState *dev)
+{
+    VMBalloonState *s = VMWARE_BALLOON(dev);
+
+    if (s->handler_registered) {
+        qemu_remove_balloon_handler(s);
+        s->handler_registered = false;
+    }
+    vmb_forget_locks(s);
+}
+
+/* Guest reset: the guest forgot its balloon, so does the host. */
+static void vmb_reset(DeviceState *dev)
+{
+    VMBalloonState *s = VMWARE_BALLOON(dev);
+
+    vmb_forget_locks(s);
+    vmb_set_granted(s, 0);
+    s->reset_pending = false;
+    s->last_limit = 0;
+    s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
+}
+
+static const VMStateDescription vmb_vmstate = {
+    .name = TYPE_VMWARE_BALLOON,
+    .unmigratable = 1,
+};
+
+static Property vmb_properties[] = {
+    DEFINE_PROP_UINT32("capabilities", VMBalloonState, capabilities,
+                       VMB_CAP_DEFAULT),
+    DEFINE_PROP_BOOL("legacy", VMBalloonState, legacy, false),
+    DEFINE_PROP_END_OF_LIST(),
+};
+
+static void vmb_class_init(ObjectClass *klass, void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+
+    dc->realize = vmb_realize;
+    dc->unrealize = vmb_unrealize;
+    dc->reset = vmb_reset;
+    dc->vmsd = &vmb_vmstate;
+    dc->desc = "VMware memory balloon (hypervisor side, port 0x5670)";
+    set_bit(DEVICE_CATEGORY_MISC, dc->categories);
+    device_class_set_props(dc, vmb_properties);
+}
+
+static const TypeInfo vmb_type_info = {
+    .name              = TYPE_VMWARE_BALLOON,
+    .parent            = TYPE_ISA_DEVICE,
+    .instance_size     = sizeof(VMBalloonState),
+    .instance_init     = vmb_instance_init,
+    .instance_finalize = vmb_instance_finalize,
+    .class_init        = vmb_class_init,
+};
+
+static void vmb_register_types(void)
+{
+    type_register_static(&vmb_type_info);
+}
+
+type_init(vmb_register_types)
