@@ -1,0 +1,844 @@
+/*
+ * hostcheck: check the hypervisor side of the VMware balloon protocol from
+ * inside an x86_64 Linux guest, without any balloon driver loaded.  Talks to
+ * I/O port 0x5670 directly and prints TAP.  Run as root.
+ *
+ *   gcc -O2 -Wall -static -o hostcheck hostcheck.c
+ *   hostcheck [--caps HEX] [--legacy] [--target FRAMES]
+ *       check the device.  --caps: the device's "capabilities" property
+ *       (default 0x2e); --legacy: the device runs with legacy=on;
+ *       --target: the target the host has set, in 4 KiB frames (checked
+ *       exactly; a target >= 2^32, set with qom-set target-frames, also
+ *       enables the 64-bit target checks).
+ *   hostcheck --call CMD ARG1 ARG2
+ *       one raw call; prints "status=0x.. rbx=0x.. rcx=0x..".
+ *   hostcheck --hold MIB [--seconds S]
+ *       START, lock MIB MiB of this process's own pages (batched), report,
+ *       wait S seconds (default: until stdin reaches EOF), unlock, START(0).
+ *       For watching the QEMU process's memory fall.
+ *
+ * The pages it locks are its own, mlock'ed, and never read after locking:
+ * the host throws their contents away.  At the end it unlocks them and says
+ * goodbye with START(0), so the device is left with nothing locked.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/io.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PORT            0x5670
+#define MAGIC           0x456c6d6fULL
+
+#define CMD_START       0
+#define CMD_TARGET      1
+#define CMD_LOCK        2
+#define CMD_UNLOCK      3
+#define CMD_GUEST_ID    4
+#define CMD_BLOCK       6
+#define CMD_BUNLOCK     7
+#define CMD_2M_LOCK     8
+#define CMD_2M_UNLOCK   9
+#define CMD_DOORBELL    10
+
+#define CAP_BASIC       0x02u
+#define CAP_BATCHED     0x04u
+#define CAP_2M          0x08u
+#define CAP_DOORBELL    0x10u
+#define CAP_64BIT       0x20u
+#define CAP_ALL         0x3eu
+
+#define ST_SUCCESS      0x0u
+#define ST_FAILURE      0xffffffffu
+#define ST_CMD_INVALID  1u
+#define ST_PPN_INVALID  2u
+#define ST_PPN_LOCKED   3u
+#define ST_PPN_UNLOCKED 4u
+#define ST_CAPS         0x03000000u
+
+#define PAGE            4096UL
+#define HUGE            (2UL << 20)
+#define FAR_PFN         (1ULL << 36)    /* 256 TiB: no guest has RAM there */
+#define MMIO_PFN        0xfee00ULL      /* the local APIC */
+#define BIOS_PFN        0xfffffULL      /* BIOS ROM just below 4 GiB */
+#define RDI_CANARY      0x0123456789abcdefULL
+
+struct regs {
+	uint64_t rax, rbx, rcx, rdx, rsi, rdi;
+};
+
+static int tests, failed;
+static bool rdi_clobbered;
+static uint32_t dev_caps = 0x2e;
+static bool legacy;
+static long long want_target = -1;
+static int pagemap_fd = -1;
+static uint64_t vram_pfn;
+
+static void call(struct regs *r)
+{
+	r->rdx = PORT;
+	r->rdi = RDI_CANARY;
+	__asm__ __volatile__("inl %%dx, %%eax"
+			     : "+a"(r->rax), "+b"(r->rbx), "+c"(r->rcx),
+			       "+d"(r->rdx), "+S"(r->rsi), "+D"(r->rdi)
+			     :
+			     : "memory");
+	if (r->rdi != RDI_CANARY)
+		rdi_clobbered = true;
+}
+
+/* One command; returns the status, the full RBX and RCX through pointers. */
+static uint32_t cmd(uint64_t c, uint64_t arg1, uint64_t arg2, uint64_t *rbx,
+		    uint64_t *rcx)
+{
+	struct regs r = { .rax = MAGIC, .rbx = arg1, .rcx = c, .rsi = arg2 };
+
+	call(&r);
+	if (rbx)
+		*rbx = r.rbx;
+	if (rcx)
+		*rcx = r.rcx;
+	return (uint32_t)r.rax;
+}
+
+static void ok(bool cond, const char *fmt, ...)
+{
+	va_list ap;
+
+	tests++;
+	if (!cond)
+		failed++;
+	printf("%sok %d - ", cond ? "" : "not ", tests);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+static void skip(const char *why, const char *fmt, ...)
+{
+	va_list ap;
+
+	tests++;
+	printf("ok %d - ", tests);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf(" # SKIP %s\n", why);
+	fflush(stdout);
+}
+
+static void diag(const char *fmt, ...)
+{
+	va_list ap;
+
+	printf("# ");
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf("\n");
+	fflush(stdout);
+}
+
+/* Compare a status; the message says what was sent. */
+static void is_status(uint32_t got, uint32_t want, const char *what)
+{
+	ok(got == want, "%s: status %#x (want %#x)", what, got, want);
+}
+
+static uint32_t grant_for(uint64_t asked)
+{
+	if (legacy)
+		return asked ? CAP_BASIC : 0;
+	return (uint32_t)asked & dev_caps & CAP_ALL;
+}
+
+/* START asking for @caps; checks nothing, returns what was granted. */
+static uint32_t start(uint64_t caps)
+{
+	uint64_t rcx = 0;
+	uint32_t st = cmd(CMD_START, caps, 0, NULL, &rcx);
+
+	if (st == ST_CAPS)
+		return (uint32_t)rcx;
+	if (st == ST_SUCCESS)
+		return CAP_BASIC;
+	return 0;
+}
+
+static uint64_t pfn_of(void *p)
+{
+	uint64_t e = 0;
+	off_t off = ((uintptr_t)p / PAGE) * sizeof(e);
+
+	if (pread(pagemap_fd, &e, sizeof(e), off) != sizeof(e))
+		return 0;
+	if (!(e & (1ULL << 63)))
+		return 0;
+	return e & ((1ULL << 55) - 1);
+}
+
+/* @n mlock'ed, touched pages of our own. */
+static void *own_pages(size_t n)
+{
+	void *p = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	if (p == MAP_FAILED) {
+		printf("Bail out! mmap: %s\n", strerror(errno));
+		exit(1);
+	}
+	memset(p, 0x5a, n * PAGE);
+	if (mlock(p, n * PAGE) != 0) {
+		printf("Bail out! mlock: %s\n", strerror(errno));
+		exit(1);
+	}
+	return p;
+}
+
+/* A 2 MiB aligned, physically contiguous, mlock'ed page, or NULL. */
+static void *own_huge_page(uint64_t *pfn)
+{
+	char *raw = mmap(NULL, 2 * HUGE, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p;
+	uint64_t first;
+	size_t i;
+
+	if (raw == MAP_FAILED)
+		return NULL;
+	p = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
+	madvise(p, HUGE, MADV_HUGEPAGE);
+	memset(p, 0x5a, HUGE);
+	if (mlock(p, HUGE) != 0)
+		return NULL;
+	first = pfn_of(p);
+	if (!first || first % 512)
+		return NULL;
+	for (i = 1; i < 512; i++)
+		if (pfn_of(p + i * PAGE) != first + i)
+			return NULL;
+	*pfn = first;
+	return p;
+}
+
+/* The first PFN of a PCI display's first memory BAR, or 0. */
+static uint64_t find_vram_pfn(void)
+{
+	const char *base = "/sys/bus/pci/devices";
+	unsigned long long start, end, flags;
+	uint64_t pfn = 0;
+	struct dirent *d;
+	char path[512];
+	DIR *dir = opendir(base);
+	FILE *f;
+
+	while (dir && !pfn && (d = readdir(dir))) {
+		unsigned int cls = 0;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/class", base, d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%x", &cls) != 1 || (cls >> 8) != 0x0300) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "%s/%s/resource", base, d->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fscanf(f, "%llx %llx %llx", &start, &end, &flags) == 3)
+			if ((flags & 0x200) && start) {    /* IORESOURCE_MEM */
+				pfn = start >> 12;
+				break;
+			}
+		fclose(f);
+	}
+	if (dir)
+		closedir(dir);
+	return pfn;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void check_transport(void)
+{
+	struct regs r = { .rax = 0x564d5868, .rbx = 0x1111222233334444ULL,
+			  .rcx = CMD_TARGET, .rsi = 0 };
+	uint64_t rbx;
+
+	call(&r);
+	ok((uint32_t)r.rax == ST_FAILURE && r.rbx == 0x1111222233334444ULL &&
+	   r.rcx == CMD_TARGET,
+	   "wrong magic: FAILURE, RBX and RCX untouched (status %#" PRIx64
+	   ", rbx %#" PRIx64 ", rcx %#" PRIx64 ")", r.rax, r.rbx, r.rcx);
+
+	is_status(cmd(5, 0, 0, &rbx, NULL), ST_CMD_INVALID, "command 5");
+	is_status(cmd(11, 0, 0, NULL, NULL), ST_CMD_INVALID, "command 11");
+	is_status(cmd(0x7fffffff, 0, 0, NULL, NULL), ST_CMD_INVALID,
+		  "command 0x7fffffff");
+	is_status(cmd(0xffffffff00000000ULL | CMD_GUEST_ID, 1, 0, NULL, NULL),
+		  ST_SUCCESS, "GUEST_ID with garbage above ECX: ECX is read");
+	is_status(cmd(CMD_GUEST_ID, 1, 0, NULL, NULL), ST_SUCCESS,
+		  "GUEST_ID(1)");
+}
+
+static void check_start(void)
+{
+	static const uint64_t asks[] = {
+		0x3e, 0x3f, 0x02, 0x04, 0x0e, 0x20, 0x01, 0xffffffffULL,
+		0xffffffff00000002ULL,
+	};
+	uint64_t rcx;
+	uint32_t st;
+	size_t i;
+
+	for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		rcx = 0xdeadbeefdeadbeefULL;
+		st = cmd(CMD_START, asks[i], 0, NULL, &rcx);
+		if (legacy) {
+			is_status(st, ST_SUCCESS, "legacy START");
+			continue;
+		}
+		ok(st == ST_CAPS && rcx == grant_for(asks[i]),
+		   "START(%#" PRIx64 ") with capabilities %#x: status %#x "
+		   "granted %#" PRIx64 " (want %#x, %#x)", asks[i], dev_caps,
+		   st, rcx, ST_CAPS, grant_for(asks[i]));
+	}
+	st = cmd(CMD_START, 0, 0, NULL, &rcx);
+	if (legacy)
+		is_status(st, ST_SUCCESS, "legacy START(0)");
+	else
+		ok(st == ST_CAPS && rcx == 0,
+		   "START(0): status %#x granted %#" PRIx64, st, rcx);
+	is_status(cmd(CMD_LOCK, 0x100, 1, NULL, NULL), ST_CMD_INVALID,
+		  "LOCK after START(0)");
+}
+
+static void check_target(void)
+{
+	uint64_t t, rbx, big = 1ULL << 40;
+	uint32_t g = start(CAP_ALL);
+	uint32_t st;
+
+	st = cmd(CMD_TARGET, g & CAP_64BIT ? big : 0xffffffffULL, 0, &t, NULL);
+	is_status(st, ST_SUCCESS, "GET_TARGET(no real limit)");
+	diag("device target: %" PRIu64 " frames", t);
+	if (want_target >= 0)
+		ok(t == (uint64_t)want_target ||
+		   (!(g & CAP_64BIT) && t == 0xffffffffULL &&
+		    (uint64_t)want_target > t),
+		   "target is %" PRIu64 " (want %lld)", t, want_target);
+
+	st = cmd(CMD_TARGET, 1, 0, &rbx, NULL);
+	ok(st == ST_SUCCESS && rbx == (t < 1 ? t : 1),
+	   "GET_TARGET(limit 1) clamps: %" PRIu64, rbx);
+	if (t > 1) {
+		st = cmd(CMD_TARGET, t - 1, 0, &rbx, NULL);
+		ok(st == ST_SUCCESS && rbx == t - 1,
+		   "GET_TARGET(limit target-1) returns %" PRIu64, rbx);
+	} else {
+		skip("target is 0 or 1 (set one with QMP balloon)",
+		     "GET_TARGET(limit target-1)");
+	}
+	st = cmd(CMD_TARGET, t + 1000, 0, &rbx, NULL);
+	ok(st == ST_SUCCESS && rbx == t,
+	   "GET_TARGET(limit target+1000) returns the target %" PRIu64, rbx);
+
+	/* Without 64_BIT_TARGET the limit is read as 32 bits and RBX is written
+	 * whole: the garbage above bit 31 must be gone. */
+	g = start(CAP_ALL & ~CAP_64BIT);
+	st = cmd(CMD_TARGET, 0xdeadbeef00000000ULL | 0x10, 0, &rbx, NULL);
+	ok(st == ST_SUCCESS && rbx == (t < 0x10 ? t : 0x10),
+	   "no 64-bit cap: limit read as 32 bits, all of RBX written (%#" PRIx64
+	   ")", rbx);
+
+	if (t > 0xffffffffULL) {
+		st = cmd(CMD_TARGET, 0xffffffffULL, 0, &rbx, NULL);
+		ok(st == ST_SUCCESS && rbx == 0xffffffffULL,
+		   "no 64-bit cap: target clamped to 32 bits (%#" PRIx64 ")",
+		   rbx);
+		g = start(CAP_ALL);
+		if (g & CAP_64BIT) {
+			st = cmd(CMD_TARGET, big, 0, &rbx, NULL);
+			ok(st == ST_SUCCESS && rbx == t,
+			   "64-bit target %#" PRIx64 " comes back whole (%#"
+			   PRIx64 ")", t, rbx);
+			st = cmd(CMD_TARGET, (1ULL << 32) + 5, 0, &rbx, NULL);
+			ok(st == ST_SUCCESS && rbx == (1ULL << 32) + 5,
+			   "64-bit limit 2^32+5 clamps (%#" PRIx64 ")", rbx);
+		} else {
+			skip("64_BIT_TARGET not granted", "64-bit target");
+			skip("64_BIT_TARGET not granted", "64-bit limit");
+		}
+	} else {
+		skip("target below 2^32 (qom-set target-frames to test)",
+		     "no 64-bit cap: 32-bit clamp");
+		skip("target below 2^32", "64-bit target");
+		skip("target below 2^32", "64-bit limit");
+	}
+	(void)g;
+}
+
+/* LOCK/UNLOCK of single pages; @page/@pfn: an own page. */
+static void check_single(uint64_t pfn, uint64_t pfn2)
+{
+	uint32_t g = start(CAP_ALL);
+	uint64_t rbx, t;
+
+	cmd(CMD_TARGET, 0, 0, &t, NULL);
+	if (!(g & CAP_BASIC)) {
+		is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_CMD_INVALID,
+			  "LOCK without BASIC");
+		is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_CMD_INVALID,
+			  "UNLOCK without BASIC");
+		return;
+	}
+	rbx = ~0ULL;
+	is_status(cmd(CMD_LOCK, pfn, 1, &rbx, NULL), ST_SUCCESS,
+		  "LOCK(own page)");
+	ok(rbx == t, "LOCK returns the target in RBX (%" PRIu64 ", want %"
+	   PRIu64 ")", rbx, t);
+	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_PPN_LOCKED,
+		  "LOCK(same page) again");
+	is_status(cmd(CMD_UNLOCK, pfn, 1, &rbx, NULL), ST_SUCCESS,
+		  "UNLOCK(own page)");
+	ok(rbx == t, "UNLOCK returns the target in RBX");
+	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_PPN_UNLOCKED,
+		  "UNLOCK(same page) again");
+	is_status(cmd(CMD_UNLOCK, pfn2, 1, NULL, NULL), ST_PPN_UNLOCKED,
+		  "UNLOCK(never locked page)");
+	is_status(cmd(CMD_LOCK, FAR_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+		  "LOCK(PFN beyond RAM)");
+	is_status(cmd(CMD_UNLOCK, FAR_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+		  "UNLOCK(PFN beyond RAM)");
+	is_status(cmd(CMD_LOCK, MMIO_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+		  "LOCK(local APIC page)");
+	if (vram_pfn)
+		is_status(cmd(CMD_LOCK, vram_pfn, 1, NULL, NULL),
+			  ST_PPN_INVALID, "LOCK(video memory: device RAM)");
+	else
+		skip("no PCI display device", "LOCK(video memory)");
+	is_status(cmd(CMD_LOCK, BIOS_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+		  "LOCK(BIOS ROM)");
+	is_status(cmd(CMD_LOCK, ~0ULL, 1, NULL, NULL), ST_PPN_INVALID,
+		  "LOCK(PFN 2^64-1)");
+	is_status(cmd(CMD_LOCK, (1ULL << 52) - 1, 1, NULL, NULL),
+		  ST_PPN_INVALID, "LOCK(PFN 2^52-1)");
+
+	/* PFN >= 2^32 without 64_BIT_TARGET: the low 32 bits are our own
+	 * page, which must not be locked by mistake. */
+	start(CAP_ALL & ~CAP_64BIT);
+	is_status(cmd(CMD_LOCK, (1ULL << 32) | pfn, 1, NULL, NULL),
+		  ST_PPN_INVALID, "LOCK(2^32 + own PFN) without 64-bit cap");
+	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_PPN_UNLOCKED,
+		  "... and the own page was not locked");
+
+	/* START forgets every lock. */
+	start(CAP_ALL);
+	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_SUCCESS, "LOCK again");
+	start(CAP_ALL);
+	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_SUCCESS,
+		  "START forgot the lock: LOCK succeeds again");
+	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_SUCCESS, "UNLOCK");
+}
+
+static uint64_t entry_status(uint64_t e)
+{
+	return e & 0x1f;
+}
+
+static void check_batch(uint64_t *batch, uint64_t batch_pfn, uint64_t *pfns)
+{
+	uint32_t g = start(CAP_ALL);
+	uint64_t rbx, t;
+	uint32_t st;
+	int i;
+
+	cmd(CMD_TARGET, 0, 0, &t, NULL);
+	if (!(g & CAP_BATCHED)) {
+		is_status(cmd(CMD_BLOCK, batch_pfn, 0, NULL, NULL),
+			  ST_CMD_INVALID, "BATCHED_LOCK without BATCHED");
+		return;
+	}
+
+	/* mixed statuses */
+	memset(batch, 0, PAGE);
+	batch[0] = pfns[0] << 12;
+	batch[1] = pfns[0] << 12;               /* locked by entry 0 */
+	batch[2] = FAR_PFN << 12;
+	batch[3] = (pfns[1] << 12) | 0x1f;      /* stale status bits */
+	batch[4] = MMIO_PFN << 12;
+	batch[5] = (pfns[2] << 12) | 0x20;      /* reserved bit 5 set */
+	batch[6] = pfns[3] << 12;
+	rbx = ~0ULL;
+	st = cmd(CMD_BLOCK, batch_pfn, 7, &rbx, NULL);
+	is_status(st, ST_SUCCESS, "BATCHED_LOCK of 7 mixed entries");
+	ok(rbx == t, "BATCHED_LOCK returns the target (%" PRIu64 ")", rbx);
+	ok(entry_status(batch[0]) == ST_SUCCESS &&
+	   entry_status(batch[1]) == ST_PPN_LOCKED &&
+	   entry_status(batch[2]) == ST_PPN_INVALID &&
+	   entry_status(batch[3]) == ST_SUCCESS &&
+	   entry_status(batch[4]) == ST_PPN_INVALID &&
+	   entry_status(batch[5]) == ST_PPN_INVALID &&
+	   entry_status(batch[6]) == ST_SUCCESS,
+	   "entry statuses %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+	   " %" PRIu64 " %" PRIu64 " %" PRIu64 " (want 0 3 2 0 2 2 0)",
+	   entry_status(batch[0]), entry_status(batch[1]),
+	   entry_status(batch[2]), entry_status(batch[3]),
+	   entry_status(batch[4]), entry_status(batch[5]),
+	   entry_status(batch[6]));
+	ok((batch[3] & ~0x1fULL) == pfns[1] << 12 &&
+	   (batch[5] & ~0x1fULL) == ((pfns[2] << 12) | 0x20),
+	   "the host changes only the status bits");
+
+	is_status(cmd(CMD_LOCK, pfns[1], 1, NULL, NULL),
+		  g & CAP_BASIC ? ST_PPN_LOCKED : ST_CMD_INVALID,
+		  "single LOCK of a batch-locked page");
+
+	memset(batch, 0, PAGE);
+	batch[0] = pfns[0] << 12;
+	batch[1] = pfns[1] << 12;
+	batch[2] = pfns[2] << 12;               /* never locked */
+	batch[3] = pfns[3] << 12;
+	batch[4] = FAR_PFN << 12;
+	st = cmd(CMD_BUNLOCK, batch_pfn, 5, NULL, NULL);
+	is_status(st, ST_SUCCESS, "BATCHED_UNLOCK of 5 entries");
+	ok(entry_status(batch[0]) == ST_SUCCESS &&
+	   entry_status(batch[1]) == ST_SUCCESS &&
+	   entry_status(batch[2]) == ST_PPN_UNLOCKED &&
+	   entry_status(batch[3]) == ST_SUCCESS &&
+	   entry_status(batch[4]) == ST_PPN_INVALID,
+	   "unlock statuses %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+	   " %" PRIu64 " (want 0 0 4 0 2)",
+	   entry_status(batch[0]), entry_status(batch[1]),
+	   entry_status(batch[2]), entry_status(batch[3]),
+	   entry_status(batch[4]));
+
+	/* errors that override the whole batch */
+	memset(batch, 0, PAGE);
+	for (i = 0; i < 4; i++)
+		batch[i] = pfns[i] << 12;
+	is_status(cmd(CMD_BLOCK, batch_pfn, 513, NULL, NULL), ST_FAILURE,
+		  "BATCHED_LOCK with 513 entries");
+	is_status(cmd(CMD_BLOCK, batch_pfn, 0xffffffffULL, NULL, NULL),
+		  ST_FAILURE, "BATCHED_LOCK with 2^32-1 entries");
+	is_status(cmd(CMD_BLOCK, FAR_PFN, 4, NULL, NULL), ST_FAILURE,
+		  "BATCHED_LOCK with the batch page beyond RAM");
+	is_status(cmd(CMD_BLOCK, MMIO_PFN, 4, NULL, NULL), ST_FAILURE,
+		  "BATCHED_LOCK with the batch page on the local APIC");
+	is_status(cmd(CMD_BLOCK, ~0ULL, 4, NULL, NULL), ST_FAILURE,
+		  "BATCHED_LOCK with batch page PFN 2^64-1");
+	is_status(cmd(CMD_BUNLOCK, batch_pfn, 4, NULL, NULL), ST_SUCCESS,
+		  "BATCHED_UNLOCK after the failed calls");
+	ok(entry_status(batch[0]) == ST_PPN_UNLOCKED &&
+	   entry_status(batch[1]) == ST_PPN_UNLOCKED &&
+	   entry_status(batch[2]) == ST_PPN_UNLOCKED &&
+	   entry_status(batch[3]) == ST_PPN_UNLOCKED,
+	   "the failed batches locked nothing");
+	is_status(cmd(CMD_BLOCK, batch_pfn, 0, NULL, NULL), ST_SUCCESS,
+		  "BATCHED_LOCK with 0 entries");
+
+	/* a full batch of 512 entries, all the same far PFN */
+	for (i = 0; i < 512; i++)
+		batch[i] = FAR_PFN << 12;
+	st = cmd(CMD_BLOCK, batch_pfn, 512, NULL, NULL);
+	for (i = 0; i < 512 && entry_status(batch[i]) == ST_PPN_INVALID; i++)
+		;
+	ok(st == ST_SUCCESS && i == 512,
+	   "BATCHED_LOCK of 512 invalid entries: all PPN_INVALID");
+
+	/* batched commands missing from the grant */
+	if (g & CAP_BASIC) {
+		start(CAP_BASIC);
+		is_status(cmd(CMD_BLOCK, batch_pfn, 0, NULL, NULL),
+			  ST_CMD_INVALID, "BATCHED_LOCK with only BASIC granted");
+		is_status(cmd(CMD_BUNLOCK, batch_pfn, 0, NULL, NULL),
+			  ST_CMD_INVALID,
+			  "BATCHED_UNLOCK with only BASIC granted");
+	}
+	start(CAP_BATCHED);
+	is_status(cmd(CMD_LOCK, pfns[0], 1, NULL, NULL), ST_CMD_INVALID,
+		  "LOCK with only BATCHED granted");
+	is_status(cmd(CMD_2M_LOCK, batch_pfn, 0, NULL, NULL), ST_CMD_INVALID,
+		  "BATCHED_2M_LOCK without BATCHED_2M");
+	start(CAP_2M);
+	is_status(cmd(CMD_2M_LOCK, batch_pfn, 0, NULL, NULL), ST_CMD_INVALID,
+		  "BATCHED_2M_LOCK with BATCHED_2M but not BATCHED");
+}
+
+static void check_2m(uint64_t *batch, uint64_t batch_pfn, uint64_t own_pfn)
+{
+	uint32_t g = start(CAP_ALL);
+	uint64_t hpfn = 0;
+	void *huge;
+
+	if ((g & (CAP_BATCHED | CAP_2M)) != (CAP_BATCHED | CAP_2M)) {
+		is_status(cmd(CMD_2M_LOCK, batch_pfn, 0, NULL, NULL),
+			  ST_CMD_INVALID, "BATCHED_2M_LOCK not granted");
+		is_status(cmd(CMD_2M_UNLOCK, batch_pfn, 0, NULL, NULL),
+			  ST_CMD_INVALID, "BATCHED_2M_UNLOCK not granted");
+		return;
+	}
+
+	memset(batch, 0, PAGE);
+	batch[0] = (own_pfn | 1) << 12;             /* misaligned */
+	batch[1] = (FAR_PFN & ~511ULL) << 12;       /* beyond RAM */
+	batch[2] = 0;                               /* 0-2M: VGA, BIOS */
+	batch[3] = (0xfee00ULL & ~511ULL) << 12;    /* MMIO */
+	is_status(cmd(CMD_2M_LOCK, batch_pfn, 4, NULL, NULL), ST_SUCCESS,
+		  "BATCHED_2M_LOCK of 4 bad entries");
+	ok(entry_status(batch[0]) == ST_PPN_INVALID &&
+	   entry_status(batch[1]) == ST_PPN_INVALID &&
+	   entry_status(batch[2]) == ST_PPN_INVALID &&
+	   entry_status(batch[3]) == ST_PPN_INVALID,
+	   "misaligned, beyond RAM, low 2 MiB, MMIO: all PPN_INVALID (%"
+	   PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 ")",
+	   entry_status(batch[0]), entry_status(batch[1]),
+	   entry_status(batch[2]), entry_status(batch[3]));
+	is_status(cmd(CMD_2M_LOCK, batch_pfn, 513, NULL, NULL), ST_FAILURE,
+		  "BATCHED_2M_LOCK with 513 entries");
+
+	huge = own_huge_page(&hpfn);
+	if (!huge) {
+		skip("no 2 MiB page available", "2M lock of an own huge page");
+		return;
+	}
+	diag("own 2 MiB page at PFN %#" PRIx64, hpfn);
+	memset(batch, 0, PAGE);
+	batch[0] = hpfn << 12;
+	batch[1] = hpfn << 12;
+	is_status(cmd(CMD_2M_LOCK, batch_pfn, 2, NULL, NULL), ST_SUCCESS,
+		  "BATCHED_2M_LOCK of an own 2 MiB page, twice");
+	ok(entry_status(batch[0]) == ST_SUCCESS &&
+	   entry_status(batch[1]) == ST_PPN_LOCKED,
+	   "2M entries: SUCCESS then PPN_LOCKED (%" PRIu64 " %" PRIu64 ")",
+	   entry_status(batch[0]), entry_status(batch[1]));
+	if (g & CAP_BASIC) {
+		is_status(cmd(CMD_LOCK, hpfn + 7, 1, NULL, NULL),
+			  ST_PPN_LOCKED, "LOCK of a frame inside the 2 MiB lock");
+		is_status(cmd(CMD_UNLOCK, hpfn + 7, 1, NULL, NULL),
+			  ST_PPN_INVALID,
+			  "UNLOCK of a frame inside the 2 MiB lock");
+	}
+	memset(batch, 0, PAGE);
+	batch[0] = (hpfn + 3) << 12;
+	is_status(cmd(CMD_BLOCK, batch_pfn, 1, NULL, NULL), ST_SUCCESS,
+		  "4 KiB BATCHED_LOCK inside the 2 MiB lock");
+	ok(entry_status(batch[0]) == ST_PPN_LOCKED, "... is PPN_LOCKED");
+	memset(batch, 0, PAGE);
+	batch[0] = hpfn << 12;
+	batch[1] = hpfn << 12;
+	is_status(cmd(CMD_2M_UNLOCK, batch_pfn, 2, NULL, NULL), ST_SUCCESS,
+		  "BATCHED_2M_UNLOCK of it, twice");
+	ok(entry_status(batch[0]) == ST_SUCCESS &&
+	   entry_status(batch[1]) == ST_PPN_UNLOCKED,
+	   "2M entries: SUCCESS then PPN_UNLOCKED (%" PRIu64 " %" PRIu64 ")",
+	   entry_status(batch[0]), entry_status(batch[1]));
+
+	/* 4 KiB locks inside a 2 MiB range: a 2M lock or unlock of it fails */
+	memset(batch, 0, PAGE);
+	batch[0] = (hpfn + 5) << 12;
+	cmd(CMD_BLOCK, batch_pfn, 1, NULL, NULL);
+	memset(batch, 0, PAGE);
+	batch[0] = hpfn << 12;
+	cmd(CMD_2M_LOCK, batch_pfn, 1, NULL, NULL);
+	ok(entry_status(batch[0]) == ST_PPN_LOCKED,
+	   "2M lock over a locked 4 KiB frame: PPN_LOCKED (%" PRIu64 ")",
+	   entry_status(batch[0]));
+	batch[0] = hpfn << 12;
+	cmd(CMD_2M_UNLOCK, batch_pfn, 1, NULL, NULL);
+	ok(entry_status(batch[0]) == ST_PPN_INVALID,
+	   "2M unlock of a range with a 4 KiB lock: PPN_INVALID (%" PRIu64
+	   ")", entry_status(batch[0]));
+	memset(batch, 0, PAGE);
+	batch[0] = (hpfn + 5) << 12;
+	cmd(CMD_BUNLOCK, batch_pfn, 1, NULL, NULL);
+	ok(entry_status(batch[0]) == ST_SUCCESS, "4 KiB unlock of it");
+	munlock(huge, HUGE);
+}
+
+static void check_doorbell(void)
+{
+	uint32_t g = start(CAP_ALL);
+
+	if (g & CAP_DOORBELL) {
+		is_status(cmd(CMD_DOORBELL, 5, 7, NULL, NULL), ST_SUCCESS,
+			  "VMCI_DOORBELL_SET granted");
+		is_status(cmd(CMD_DOORBELL, 0xffffffffULL, 0xffffffffULL,
+			      NULL, NULL), ST_SUCCESS,
+			  "VMCI_DOORBELL_SET(invalid) unsets");
+	} else {
+		is_status(cmd(CMD_DOORBELL, 5, 7, NULL, NULL), ST_CMD_INVALID,
+			  "VMCI_DOORBELL_SET not granted");
+	}
+}
+
+static void check_legacy(uint64_t pfn)
+{
+	uint64_t rcx = 0x1234;
+	uint32_t st = cmd(CMD_START, CAP_ALL, 0, NULL, &rcx);
+
+	ok(st == ST_SUCCESS, "legacy START(0x3e): plain SUCCESS (%#x)", st);
+	is_status(cmd(CMD_BLOCK, pfn, 0, NULL, NULL), ST_CMD_INVALID,
+		  "legacy: BATCHED_LOCK not available");
+	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_SUCCESS,
+		  "legacy: LOCK(own page)");
+	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_SUCCESS,
+		  "legacy: UNLOCK(own page)");
+	cmd(CMD_START, 0, 0, NULL, NULL);
+	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_CMD_INVALID,
+		  "legacy: START(0) grants nothing");
+}
+
+/* ------------------------------------------------------------------------ */
+
+static int hold(long mib, long seconds)
+{
+	size_t n = (size_t)mib * 256, done = 0, locked = 0, i;
+	char *mem = own_pages(n);
+	uint64_t *batch = own_pages(1);
+	uint64_t batch_pfn = pfn_of(batch), buf;
+	uint32_t g = start(CAP_ALL), st;
+
+	if (!(g & CAP_BATCHED) || !batch_pfn) {
+		fprintf(stderr, "hostcheck: BATCHED not granted or no PFN\n");
+		return 1;
+	}
+	while (done < n) {
+		size_t k = n - done < 512 ? n - done : 512;
+
+		for (i = 0; i < k; i++)
+			batch[i] = pfn_of(mem + (done + i) * PAGE) << 12;
+		st = cmd(CMD_BLOCK, batch_pfn, k, NULL, NULL);
+		for (i = 0; st == ST_SUCCESS && i < k; i++)
+			locked += entry_status(batch[i]) == ST_SUCCESS;
+		done += k;
+	}
+	printf("hostcheck: locked %zu of %zu pages (%zu MiB)\n", locked, n,
+	       locked / 256);
+	fflush(stdout);
+	if (seconds > 0)
+		sleep(seconds);
+	else
+		while (read(0, &buf, sizeof(buf)) > 0)
+			;
+	for (done = 0; done < n;) {
+		size_t k = n - done < 512 ? n - done : 512;
+
+		for (i = 0; i < k; i++)
+			batch[i] = pfn_of(mem + (done + i) * PAGE) << 12;
+		cmd(CMD_BUNLOCK, batch_pfn, k, NULL, NULL);
+		done += k;
+	}
+	cmd(CMD_START, 0, 0, NULL, NULL);
+	printf("hostcheck: unlocked, said goodbye\n");
+	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: hostcheck [--caps HEX] [--legacy] "
+		"[--target FRAMES]\n"
+		"       hostcheck --call CMD ARG1 ARG2\n"
+		"       hostcheck --hold MIB [--seconds S]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	long hold_mib = -1, seconds = 0;
+	char **raw = NULL;
+	uint64_t *batch, pfns[4];
+	char *pages;
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--caps") && i + 1 < argc)
+			dev_caps = strtoul(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--legacy"))
+			legacy = true;
+		else if (!strcmp(argv[i], "--target") && i + 1 < argc)
+			want_target = strtoll(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--hold") && i + 1 < argc)
+			hold_mib = strtol(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--call") && i + 3 < argc)
+			raw = &argv[i + 1], i += 3;
+		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+			seconds = strtol(argv[++i], NULL, 0);
+		else
+			usage();
+	}
+
+	if (ioperm(PORT, 4, 1) != 0) {
+		printf("Bail out! ioperm(0x%x): %s (run as root)\n", PORT,
+		       strerror(errno));
+		return 1;
+	}
+	pagemap_fd = open("/proc/self/pagemap", O_RDONLY);
+	if (pagemap_fd < 0) {
+		printf("Bail out! /proc/self/pagemap: %s\n", strerror(errno));
+		return 1;
+	}
+	if (hold_mib > 0)
+		return hold(hold_mib, seconds);
+	if (raw) {
+		uint64_t rbx, rcx;
+		uint32_t st = cmd(strtoull(raw[0], NULL, 0),
+				  strtoull(raw[1], NULL, 0),
+				  strtoull(raw[2], NULL, 0), &rbx, &rcx);
+
+		printf("status=%#x rbx=%#" PRIx64 " rcx=%#" PRIx64 "\n", st, rbx,
+		       rcx);
+		return 0;
+	}
+
+	vram_pfn = find_vram_pfn();
+	pages = own_pages(6);
+	batch = (uint64_t *)(pages + 5 * PAGE);
+	for (i = 0; i < 4; i++)
+		pfns[i] = pfn_of(pages + i * PAGE);
+	if (!pfns[0] || !pfn_of(batch)) {
+		printf("Bail out! no PFNs in /proc/self/pagemap (not root?)\n");
+		return 1;
+	}
+	diag("device capabilities %#x%s; own PFNs %#" PRIx64 " %#" PRIx64
+	     " %#" PRIx64 " %#" PRIx64 ", batch page %#" PRIx64, dev_caps,
+	     legacy ? " (legacy)" : "", pfns[0], pfns[1], pfns[2], pfns[3],
+	     pfn_of(batch));
+
+	check_transport();
+	check_start();
+	if (legacy) {
+		check_legacy(pfns[0]);
+	} else {
+		check_target();
+		check_single(pfns[0], pfns[1]);
+		check_batch(batch, pfn_of(batch), pfns);
+		check_2m(batch, pfn_of(batch), pfns[0]);
+		check_doorbell();
+	}
+	ok(!rdi_clobbered, "RDI is never touched");
+
+	/* goodbye: forget everything we may have left locked */
+	cmd(CMD_START, 0, 0, NULL, NULL);
+	printf("1..%d\n", tests);
+	if (failed)
+		diag("%d of %d checks failed", failed, tests);
+	return failed ? 1 : 0;
+}
