@@ -1,0 +1,125 @@
+#!/bin/bash
+# Build (or reuse) the test guest's disk image and print its path.
+#
+#     qemu-cloud/image/build.sh          # last stdout line: .../disk.qcow2
+#
+# The guest is Debian bookworm shaped like Debian's genericcloud image
+# (cloud-init, cloud kernel with its matching headers, GRUB, ssh), plus what
+# the tests need inside (dkms, build-essential, stress-ng, ...). It is made
+# from Debian's packages with mmdebstrap, as root, and needs no network
+# inside the guest, ever.
+#
+# The disk is a real one: an MBR, GRUB's core image in the gap before the
+# first partition, and one ext4 partition holding everything, /boot/grub
+# included, so whatever the guest decides with update-grub is what boots next.
+#
+# Images are cached in ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image/KEY/
+# where KEY is the sha256 of this recipe (every file under qemu-cloud/image/).
+# A cached image is reused at once. Progress goes to stderr.
+#
+# Environment:
+#   VMB_CACHE_DIR       cache root (default /var/cache/vmw-balloon-dkms)
+#   VMB_DEBIAN_MIRROR   Debian mirror (default http://deb.debian.org/debian)
+#   VMB_IMAGE_REBUILD=1 build even if a cached image exists
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+say() { echo "image: $*" >&2; }
+
+# What goes into the guest.
+suite=bookworm
+disk_size_mib=8192 # virtual; the qcow2 holds only what is used
+packages=(
+	# a Debian cloud system
+	systemd-sysv udev dbus iproute2 netbase
+	linux-image-cloud-amd64 linux-headers-cloud-amd64 zstd
+	grub-pc cloud-init cloud-guest-utils fdisk openssh-server sudo
+	# what the tests use inside the guest
+	dkms build-essential kmod procps stress-ng python3
+)
+
+# 1. The recipe's key: every file of the recipe, by path and content.
+key=$(cd "$here" && find . -type f ! -name '*~' -print0 | LC_ALL=C sort -z |
+	xargs -0 sha256sum | sha256sum | cut -c1-16)
+cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image
+image_dir=$cache/$key
+image=$image_dir/disk.qcow2
+
+# 2. Reuse what is there.
+if [[ -f $image && ${VMB_IMAGE_REBUILD:-0} != 1 ]]; then
+	echo "$image"
+	exit 0
+fi
+
+# 3. Build it, one builder at a time.
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+say "waiting for the image lock" && flock 9
+if [[ -f $image && ${VMB_IMAGE_REBUILD:-0} != 1 ]]; then
+	echo "$image" # another builder just made it
+	exit 0
+fi
+if ((EUID != 0)); then
+	say "building the image needs root (mmdebstrap, chroot)"
+	exit 1
+fi
+"$repo/tests/lib/need-packages" mmdebstrap fdisk e2fsprogs qemu-utils util-linux
+
+started=$SECONDS
+work=$(mktemp -d "$cache/.build-$key.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+uuid=$(cat /proc/sys/kernel/random/uuid)
+mirror=${VMB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+security=${mirror%/debian}/debian-security
+
+say "bootstrapping Debian $suite into $work/root (a few minutes)"
+mmdebstrap --mode=root --variant=minbase --format=directory \
+	--aptopt='Acquire::Retries "3"' \
+	--include="$(
+		IFS=,
+		echo "${packages[*]}"
+	)" \
+	--customize-hook="'$here/customize.sh' \"\$1\" $uuid" \
+	"$suite" "$work/root" \
+	"deb $mirror $suite main" \
+	"deb $mirror $suite-updates main" \
+	"deb $security $suite-security main" >&2
+
+# mmdebstrap leaves the host's name and resolver behind.
+cp "$here/overlay/etc/hostname" "$work/root/etc/hostname"
+echo "nameserver 10.0.2.3" >"$work/root/etc/resolv.conf"
+kver=$(cat "$work/root/boot/.vmb-kernel-version")
+
+say "making the disk: MBR, GRUB in the gap, ext4 at 1 MiB"
+raw=$work/disk.raw
+truncate -s "${disk_size_mib}M" "$raw"
+echo 'label: dos
+start=2048, type=83, bootable' | sfdisk -q "$raw" >&2
+mkfs.ext4 -q -F -L vmb-root -U "$uuid" -d "$work/root" \
+	-E offset=$((2048 * 512)),nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
+	"$raw" "$(((disk_size_mib - 1) * 1024))k" >&2
+grub=$work/root/boot/grub/i386-pc
+dd if="$grub/boot.img" of="$raw" bs=446 count=1 conv=notrunc status=none
+core_bytes=$(stat -c %s "$grub/core.img")
+if ((core_bytes > 2047 * 512)); then
+	say "GRUB core image ($core_bytes bytes) does not fit before the partition"
+	exit 1
+fi
+dd if="$grub/core.img" of="$raw" bs=512 seek=1 conv=notrunc status=none
+
+say "converting to qcow2"
+mkdir "$work/out"
+qemu-img convert -f raw -O qcow2 "$raw" "$work/out/disk.qcow2"
+rm -f "$raw"
+echo "$kver" >"$work/out/kernel-version"
+chroot "$work/root" dpkg-query -W -f='${Package} ${Version}\n' >"$work/out/packages.txt"
+chmod 0444 "$work/out/disk.qcow2"
+
+# 4. Into place atomically: a half-built image is never seen under $key.
+rm -rf "$image_dir.old"
+[[ -e $image_dir ]] && mv "$image_dir" "$image_dir.old"
+mv "$work/out" "$image_dir"
+rm -rf "$image_dir.old"
+say "built in $((SECONDS - started)) s: kernel $kver, $(du -h "$image" | cut -f1) on disk"
+echo "$image"
