@@ -121,5 +121,9 @@ rm -rf "$image_dir.old"
 [[ -e $image_dir ]] && mv "$image_dir" "$image_dir.old"
 mv "$work/out" "$image_dir"
 rm -rf "$image_dir.old"
+# Keep the three newest images (other checkouts may use older recipes).
+ls -1dt "$cache"/*/ | tail -n +4 | while read -r old; do
+	say "pruning old image ${old%/}" && rm -rf "${old%/}"
+done
 say "built in $((SECONDS - started)) s: kernel $kver, $(du -h "$image" | cut -f1) on disk"
 echo "$image"
