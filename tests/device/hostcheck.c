@@ -12,6 +12,10 @@
  *       enables the 64-bit target checks).
  *   hostcheck --call CMD ARG1 ARG2
  *       one raw call; prints "status=0x.. rbx=0x.. rcx=0x..".
+ *   hostcheck --fuzz N [--seed S]
+ *       N random calls with garbage arguments: the host must survive them.
+ *       Only this process's own pages and addresses outside RAM are ever
+ *       named, so the guest survives too.  Ends with START(0).
  *   hostcheck --hold MIB [--seconds S]
  *       START, lock MIB MiB of this process's own pages (batched), report,
  *       wait S seconds (default: until stdin reaches EOF), unlock, START(0).
@@ -751,18 +755,105 @@ static int hold(long mib, long seconds)
 	return 0;
 }
 
+static uint64_t rnd_state;
+
+static uint64_t rnd(void)
+{
+	/* xorshift64* */
+	rnd_state ^= rnd_state >> 12;
+	rnd_state ^= rnd_state << 25;
+	rnd_state ^= rnd_state >> 27;
+	return rnd_state * 0x2545f4914f6cdd1dULL;
+}
+
+/* A PFN that is either our own or surely not RAM. */
+static uint64_t fuzz_pfn(const uint64_t *own, size_t n_own, uint64_t huge)
+{
+	switch (rnd() % 9) {
+	case 0: case 1: case 2:
+		return own[rnd() % n_own];
+	case 3:
+		return huge ? huge + (rnd() % 4 ? 0 : rnd() % 512) : own[0];
+	case 4:
+		return FAR_PFN + rnd() % 4096;
+	case 5:
+		return rnd();                       /* any 64-bit value */
+	case 6:
+		return (1ULL << 52) - 1 - rnd() % 1024;
+	case 7:
+		return MMIO_PFN + rnd() % 16;
+	default:
+		return BIOS_PFN - rnd() % 64;       /* BIOS ROM */
+	}
+}
+
+static int fuzz(long n, uint64_t seed)
+{
+	enum { N_OWN = 32 };
+	char *pages = own_pages(N_OWN + 1);
+	uint64_t *batch = (uint64_t *)(pages + N_OWN * PAGE);
+	uint64_t own[N_OWN], huge = 0, batch_pfn = pfn_of(batch);
+	unsigned long hist[10] = { 0 };
+	long i;
+	int k;
+
+	rnd_state = seed ? seed : 0x9e3779b97f4a7c15ULL;
+	for (k = 0; k < N_OWN; k++)
+		own[k] = pfn_of(pages + k * PAGE);
+	own_huge_page(&huge);
+	for (i = 0; i < n; i++) {
+		struct regs r = { .rax = MAGIC };
+		uint64_t x = rnd();
+
+		r.rcx = x % 16 < 13 ? x % 16 : (uint32_t)rnd();
+		if (rnd() % 64 == 0)
+			r.rax = rnd();
+		else if (rnd() % 8 == 0)
+			r.rax |= rnd() << 32;       /* garbage above EAX */
+		if (r.rcx == CMD_START || r.rcx == CMD_TARGET ||
+		    r.rcx == CMD_GUEST_ID || r.rcx == CMD_DOORBELL)
+			r.rbx = rnd() % 4 ? rnd() % 64 : rnd();
+		else if (r.rcx >= CMD_BLOCK && r.rcx <= CMD_2M_UNLOCK &&
+			 rnd() % 4)
+			r.rbx = batch_pfn;
+		else
+			r.rbx = fuzz_pfn(own, N_OWN, huge);
+		switch (rnd() % 4) {
+		case 0: r.rsi = rnd(); break;
+		case 1: r.rsi = 510 + rnd() % 5; break;
+		default: r.rsi = rnd() % 40; break;
+		}
+		if (r.rbx == batch_pfn)
+			for (k = 0; k < 512; k++)
+				batch[k] = fuzz_pfn(own, N_OWN, huge) << 12 |
+					   (rnd() % 4 ? 0 : rnd() % 4096);
+		call(&r);
+		hist[(uint32_t)r.rax < 9 ? (uint32_t)r.rax :
+		     (uint32_t)r.rax == ST_CAPS ? 9 : 8]++;
+	}
+	cmd(CMD_START, 0, 0, NULL, NULL);
+	printf("hostcheck: %ld random calls; statuses: success %lu, "
+	       "cmd-invalid %lu, ppn-invalid %lu, ppn-locked %lu, "
+	       "ppn-unlocked %lu, pinned %lu, reset %lu, other %lu, "
+	       "with-caps %lu\n", n, hist[0], hist[1], hist[2], hist[3],
+	       hist[4], hist[5], hist[7], hist[6] + hist[8], hist[9]);
+	return rdi_clobbered;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: hostcheck [--caps HEX] [--legacy] "
 		"[--target FRAMES]\n"
 		"       hostcheck --call CMD ARG1 ARG2\n"
+		"       hostcheck --fuzz N [--seed S]\n"
 		"       hostcheck --hold MIB [--seconds S]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	long hold_mib = -1, seconds = 0;
+	long hold_mib = -1, seconds = 0, fuzz_n = -1;
+	uint64_t seed = 0;
 	char **raw = NULL;
 	uint64_t *batch, pfns[4];
 	char *pages;
@@ -779,6 +870,10 @@ int main(int argc, char **argv)
 			hold_mib = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--call") && i + 3 < argc)
 			raw = &argv[i + 1], i += 3;
+		else if (!strcmp(argv[i], "--fuzz") && i + 1 < argc)
+			fuzz_n = strtol(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
 			seconds = strtol(argv[++i], NULL, 0);
 		else
@@ -797,6 +892,8 @@ int main(int argc, char **argv)
 	}
 	if (hold_mib > 0)
 		return hold(hold_mib, seconds);
+	if (fuzz_n >= 0)
+		return fuzz(fuzz_n, seed);
 	if (raw) {
 		uint64_t rbx, rcx;
 		uint32_t st = cmd(strtoull(raw[0], NULL, 0),

@@ -1,0 +1,189 @@
+#!/bin/bash
+# Check the vmware-balloon device (qemu-cloud/qemu/) end to end from inside
+# a guest booted with qemu-cloud/vm, and print TAP.
+#
+#   tests/device/run.sh          one guest: hostcheck, targets (QMP and
+#                                64-bit), fault injection, host memory
+#                                released, reboot, random garbage
+#   tests/device/run.sh --all    also guests with legacy=on and other
+#                                capabilities (three more boots)
+#
+# The guest is a plain PC (--plain): no balloon driver loads, hostcheck
+# (tests/device/hostcheck.c, compiled in the guest) talks to port 0x5670
+# itself.  Environment: VMB_DEVICE_GUEST names the guest (default
+# "devcheck"); qemu-cloud/vm's variables apply.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+vm=$root/qemu-cloud/vm
+name=${VMB_DEVICE_GUEST:-devcheck}
+device=/machine/peripheral/vmb0
+all=0
+case ${1:-} in
+--all) all=1 ;;
+"") ;;
+*) echo "usage: $0 [--all]" >&2; exit 2 ;;
+esac
+
+n=0 failed=0
+
+pass() { n=$((n + 1)); echo "ok $n - $*"; }
+fail() { n=$((n + 1)) failed=$((failed + 1)); echo "not ok $n - $*"; }
+note() { echo "# $*"; }
+
+# check_eq DESCRIPTION GOT WANT
+check_eq() {
+	if [[ $2 == "$3" ]]; then pass "$1"; else fail "$1"; note "  got '$2', want '$3'"; fi
+}
+
+# check DESCRIPTION COMMAND...
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+finish() {
+	"$vm" stop "$name" >/dev/null 2>&1 || true
+	echo "1..$n"
+	((failed == 0 && n > 0))
+	exit
+}
+
+bail() {
+	fail "$*"
+	"$vm" console "$name" -n 30 2>/dev/null | sed 's/^/#   | /'
+	finish
+}
+
+qmp() { "$vm" qmp "$name" "$@"; }
+host_get() { qmp qom-get "{\"path\": \"$device\", \"property\": \"$1\"}"; }
+host_set() {
+	qmp qom-set "{\"path\": \"$device\", \"property\": \"$1\", \"value\": $2}" >/dev/null
+}
+guest() { "$vm" ssh "$name" --timeout 900 -- "$@" </dev/null; }
+
+# hostcheck_tap DESCRIPTION ARGS...: run the checker, its TAP as a subtest
+hostcheck_tap() {
+	local what=$1 out rc
+	shift
+	out=$(guest /root/hostcheck "$@")
+	rc=$?
+	sed 's/^/    /' <<<"$out"
+	check_eq "$what" "$rc" 0
+}
+
+# raw CMD ARG1 ARG2: one call; prints the status (0x..)
+raw() {
+	guest /root/hostcheck --call "$@" | sed -n 's/^status=\(0x[0-9a-f]*\|0\) .*/\1/p'
+}
+
+qemu_rss_kib() {
+	awk '/^VmRSS:/ { print $2 }' "/proc/$("$vm" pid "$name")/status"
+}
+
+# wait_for SECONDS COMMAND...
+wait_for() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		((SECONDS < end)) || return 1
+		sleep 1
+	done
+}
+
+boot() {
+	"$vm" stop "$name" >/dev/null 2>&1 || true
+	"$vm" start "$name" --plain --mem 2G --device-opts "$1" \
+		--file "$root/tests/device/hostcheck.c" >&2 ||
+		bail "boot a guest with -device vmware-balloon,$1"
+	# A plain PC loads no balloon driver; make sure, then build the checker.
+	guest 'modprobe -r vmw_balloon 2>/dev/null; ! grep -q "^vmw_balloon " /proc/modules' ||
+		bail "no balloon driver in the guest"
+	guest 'gcc -O2 -Wall -o /root/hostcheck /opt/vmb/hostcheck.c' >&2 ||
+		bail "compile hostcheck in the guest"
+}
+
+# ------------------------------------------------------------------------
+note "guest $name: default device"
+boot ""
+
+ram=$(host_get ram-frames)
+qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
+check_eq "QMP balloon: target-frames = (RAM - value) / 4096" "$(host_get target-frames)" 1000
+check_eq "query-balloon: actual = RAM with nothing locked" \
+	"$(qmp query-balloon | sed -n 's/.*"actual": *\([0-9]*\).*/\1/p')" $((ram * 4096))
+hostcheck_tap "hostcheck, default capabilities, target 1000" --target 1000
+check_eq "hostcheck leaves nothing locked" "$(host_get locked-frames)" 0
+check_eq "GUEST_ID recorded" "$(host_get guest-id)" 1
+
+host_set target-frames $(((1 << 32) + 16))
+hostcheck_tap "hostcheck, 64-bit target" --target $(((1 << 32) + 16))
+qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
+
+note "fault injection"
+raw 0 0x3e 0 >/dev/null
+resets=$(host_get resets-sent)
+host_set reset-next true
+check_eq "reset-next: the next command gets RESET" "$(raw 1 0 0)" 0x7
+check_eq "reset pending: GET_TARGET gets RESET" "$(raw 1 0 0)" 0x7
+check_eq "reset pending: START succeeds" "$(raw 0 0x3e 0)" 0x3000000
+check_eq "then GET_TARGET succeeds" "$(raw 1 0 0)" 0
+check_eq "resets-sent counted 2" "$(host_get resets-sent)" $((resets + 2))
+host_set busy-next true
+check_eq "busy-next: BUSY" "$(raw 1 0 0)" 0x8
+check_eq "then not busy" "$(raw 1 0 0)" 0
+host_set fail-start 1
+check_eq "fail-start 1: START fails" "$(raw 0 0x3e 0)" 0xffffffff
+check_eq "... the next START succeeds" "$(raw 0 0x3e 0)" 0x3000000
+host_set refuse-every 4
+check "refuse-every 4: a quarter of the locks refused" \
+	eval 'guest /root/hostcheck --hold 1 --seconds 1 | grep -q "locked 192 of 256"'
+host_set refuse-every 0
+
+note "host memory"
+discarded=$(host_get discarded-frames)
+rss0=$(qemu_rss_kib)
+guest 'nohup /root/hostcheck --hold 512 --seconds 60 >/tmp/hold.log 2>&1 &'
+check "hold 512 MiB: locked" wait_for 300 eval \
+	'[[ $(host_get locked-frames) == 131072 ]]'
+rss1=$(qemu_rss_kib)
+note "QEMU RSS $rss0 KiB before, $rss1 KiB with 512 MiB touched and locked"
+check "the host released the locked memory" \
+	eval '(( $(host_get discarded-frames) - discarded >= 131072 ))'
+check "QEMU RSS grew by less than 128 MiB" eval '(( rss1 - rss0 < 131072 ))'
+check "hold ends: nothing locked" wait_for 300 eval \
+	'[[ $(host_get locked-frames) == 0 ]]'
+
+note "guest reboot"
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 &'
+check "hold 64 MiB: locked" wait_for 300 eval \
+	'[[ $(host_get locked-frames) == 16384 ]]'
+"$vm" reboot "$name" >&2 || bail "reboot the guest"
+check_eq "reboot: the host forgot the locks" "$(host_get locked-frames)" 0
+check_eq "reboot: nothing granted" "$(host_get granted-capabilities)" 0
+check_eq "reboot: the target is kept" "$(host_get target-frames)" 1000
+
+note "garbage"
+host_set refuse-every 7
+host_set reset-every 13
+guest '/root/hostcheck --fuzz 20000 --seed 1 && /root/hostcheck --fuzz 20000 --seed 2' |
+	sed 's/^/# /'
+check "QEMU survived 40000 random calls" eval 'qmp query-status | grep -q running'
+host_set refuse-every 0
+host_set reset-every 0
+hostcheck_tap "hostcheck passes after the garbage" --target 1000
+"$vm" stop "$name" >&2
+
+if ((all)); then
+	note "guest $name: legacy=on"
+	boot "legacy=on"
+	hostcheck_tap "hostcheck, legacy host" --legacy
+	for caps in 0x3e 0x02 0x0e; do
+		note "guest $name: capabilities=$caps"
+		boot "capabilities=$caps"
+		hostcheck_tap "hostcheck, capabilities $caps" --caps "$caps"
+	done
+fi
+
+finish
