@@ -1,0 +1,147 @@
+# shellcheck shell=bash
+# What the guest tests share: TAP output, running commands in the guest,
+# and reading the emulated host (the vmware-balloon device) over QMP.
+# A test sets GUEST (the guest's name) before calling anything here.
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+vm=$root/qemu-cloud/vm
+version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' "$root/dkms.conf")
+deb=$root/build/deb/vmw-balloon-dkms_${version}_all.deb
+device=/machine/peripheral/vmb0
+
+tap_n=0 tap_passed=0 tap_failed=0
+
+pass() {
+	tap_n=$((tap_n + 1)) tap_passed=$((tap_passed + 1))
+	echo "ok $tap_n - $*"
+}
+
+fail() {
+	tap_n=$((tap_n + 1)) tap_failed=$((tap_failed + 1))
+	echo "not ok $tap_n - $*"
+}
+
+# check DESCRIPTION COMMAND...: one test, passing when COMMAND succeeds
+check() {
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+# check_eq DESCRIPTION GOT WANT
+check_eq() {
+	if [[ $2 == "$3" ]]; then
+		pass "$1"
+	else
+		fail "$1"
+		echo "#   got '$2', want '$3'"
+	fi
+}
+
+# check_range DESCRIPTION VALUE LOW HIGH (integers, inclusive)
+check_range() {
+	if (($2 >= $3 && $2 <= $4)); then
+		pass "$1 ($2)"
+	else
+		fail "$1"
+		echo "#   got $2, want $3..$4"
+	fi
+}
+
+note() {
+	echo "# $*"
+}
+
+# Stop everything and print the summary; the exit status says if all passed.
+finish() {
+	"$vm" stop "$GUEST" >/dev/null 2>&1 || true
+	echo "1..$tap_n"
+	echo "$tap_passed passed, $tap_failed failed"
+	((tap_failed == 0 && tap_n > 0))
+}
+
+# Give up on the remaining tests, with the reason and the guest's console.
+bail() {
+	fail "$*"
+	"$vm" console "$GUEST" -n 30 2>/dev/null | sed 's/^/#   | /'
+	finish
+	exit 1
+}
+
+guest() {
+	"$vm" ssh "$GUEST" --timeout 600 -- "$@"
+}
+
+# host_get PROPERTY: a counter or setting of the emulated host
+host_get() {
+	"$vm" qmp "$GUEST" qom-get "{\"path\": \"$device\", \"property\": \"$1\"}"
+}
+
+# host_set PROPERTY JSON-VALUE: fault injection and settings
+host_set() {
+	"$vm" qmp "$GUEST" qom-set "{\"path\": \"$device\", \"property\": \"$1\", \"value\": $2}" >/dev/null
+}
+
+# balloon_keep MIB: ask, as QEMU's `balloon` command does, that the guest
+# keep MIB of its memory; the rest goes into the balloon.
+balloon_keep() {
+	"$vm" qmp "$GUEST" balloon "{\"value\": $(($1 * 1024 * 1024))}" >/dev/null
+}
+
+# guest_meminfo FIELD: a /proc/meminfo value of the guest, in KiB
+guest_meminfo() {
+	guest "awk '\$1 == \"$1:\" {print \$2}' /proc/meminfo"
+}
+
+# guest_stat NAME: a number from the driver's debugfs file
+guest_stat() {
+	guest "awk -F: '\$1 ~ /^$1 *\$/ {gsub(/ /, \"\", \$2); print \$2}' /sys/kernel/debug/vmmemctl"
+}
+
+# qemu_rss_kib: the resident memory of the guest's QEMU process
+qemu_rss_kib() {
+	awk '$1 == "VmRSS:" {print $2}' "/proc/$("$vm" pid "$GUEST")/status"
+}
+
+# wait_for SECONDS COMMAND...: poll once a second until COMMAND succeeds
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		((SECONDS < deadline)) || return 1
+		sleep 1
+	done
+}
+
+host_locked_is() {
+	[[ $(host_get locked-frames) == "$1" ]]
+}
+
+# Make the host really back the guest's free memory: a never-touched page
+# costs the host nothing, so ballooning it would show no change in RSS.
+# Fill a tmpfs with all the memory the guest can spare, then free it.
+dirty_guest_memory() {
+	guest 'sync; echo 3 > /proc/sys/vm/drop_caches
+		mib=$(( $(awk "\$1 == \"MemAvailable:\" {print \$2}" /proc/meminfo) / 1024 - 64 ))
+		mkdir -p /mnt/fill && mount -t tmpfs -o size=${mib}M none /mnt/fill &&
+		dd if=/dev/zero of=/mnt/fill/f bs=1M count=$mib status=none
+		umount /mnt/fill; echo 3 > /proc/sys/vm/drop_caches'
+}
+
+# Fail on anything alarming in the guest kernel's log.
+check_dmesg_clean() {
+	local bad
+	bad=$(guest dmesg | grep -E 'BUG|WARNING|Oops|soft lockup|hung task|Out of memory|oom-kill|Call Trace' || true)
+	if [[ -z $bad ]]; then
+		pass "$1: dmesg has no BUG, WARNING, Oops, lockup, hung task or OOM kill"
+	else
+		fail "$1: dmesg has no BUG, WARNING, Oops, lockup, hung task or OOM kill"
+		sed 's/^/#   /' <<<"$bad" | head -n 30
+	fi
+}
+
+# The package under test, built if it is not there yet.
+ensure_deb() {
+	[[ -f $deb ]] || make -C "$root" deb >&2 || bail "cannot build $deb"
+}

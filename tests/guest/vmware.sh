@@ -1,0 +1,100 @@
+#!/bin/bash
+# The package on a VMware-like guest, end to end: install and DKMS build,
+# autoload through the DMI alias after a reboot, inflate and deflate as the
+# host asks, a host reset, rmmod with a full balloon, and purge. Verdicts
+# come from the guest and from the emulated host, never from this script.
+source "$(dirname "$0")/lib.sh"
+GUEST=${GUEST:-vmb-test-vmware}
+
+ensure_deb
+"$vm" stop "$GUEST" --kill >/dev/null 2>&1
+"$vm" start "$GUEST" --mem 2G --file "$deb" >&2 || bail "the VMware-like guest did not boot"
+kver=$(guest uname -r)
+note "guest kernel $kver, package $version"
+
+# a. install: DKMS builds for the running kernel
+guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
+	bail "apt install of the package failed"
+status=$(guest dkms status vmw_balloon)
+note "dkms status: $status"
+check "install: dkms status says installed for $kver" \
+	grep -q "^vmw_balloon/$version, $kver, x86_64: installed" <<<"$status"
+check "install: dkms status has no WARNING" eval '! grep -q WARNING <<<"$status"'
+
+# b. reboot: udev loads our module through the DMI alias; nothing here loads it
+"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
+check "autoload: vmw_balloon is loaded after boot" guest 'test -d /sys/module/vmw_balloon'
+file=$(guest modinfo -n vmw_balloon)
+check_eq "autoload: modinfo -n is DKMS's copy" "$file" "/lib/modules/$kver/updates/dkms/vmw_balloon.ko"
+check_eq "autoload: the loaded module's version" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
+check_eq "autoload: the loaded module's srcversion is the DKMS-built file's" \
+	"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
+check "autoload: taint shows an out-of-tree module" guest 'grep -q O /sys/module/vmw_balloon/taint'
+check "autoload: udev matched the DMI alias to vmw_balloon" \
+	guest 'modprobe -R "$(cat /sys/devices/virtual/dmi/id/modalias)" | grep -qx vmw_balloon'
+check_eq "autoload: the host granted 0x2e at START" "$(host_get granted-capabilities)" 46
+check_eq "autoload: the host was told the guest is Linux" "$(host_get guest-id)" 1
+check_eq "autoload: the driver uses 0x2e" "$(guest_stat 'used capabilities')" 0x2e
+
+# c. inflate: 1 GiB of the 2 GiB guest
+dirty_guest_memory
+avail0=$(guest_meminfo MemAvailable)
+rss0=$(qemu_rss_kib)
+note "before: MemAvailable $avail0 KiB, QEMU RSS $rss0 KiB"
+balloon_keep 1024
+want=$((1024 * 1024 / 4))
+start=$SECONDS
+check "inflate: the host holds $want frames within 30 s" wait_for 30 host_locked_is "$want"
+note "inflated in $((SECONDS - start)) s"
+check_eq "inflate: the driver's debugfs current agrees" "$(guest_stat current)" "$want"
+avail1=$(guest_meminfo MemAvailable)
+rss1=$(qemu_rss_kib)
+note "after: MemAvailable $avail1 KiB, QEMU RSS $rss1 KiB, 2M entries $(host_get locked-2m)"
+check_range "inflate: guest MemAvailable fell by about 1 GiB (KiB)" $((avail0 - avail1)) 943718 1153433
+check_range "inflate: QEMU RSS fell by at least 0.95 GiB (KiB)" $((rss0 - rss1)) 996148 4194304
+check_eq "inflate: query-balloon reports 1 GiB actual" \
+	"$("$vm" qmp "$GUEST" query-balloon | python3 -c 'import json,sys; print(json.load(sys.stdin)["actual"])')" \
+	$((1024 * 1024 * 1024))
+
+# A host reset: the driver frees every page without UNLOCK, starts again
+# and balloons back to the target.
+resets=$(guest_stat reset)
+unlocks=$(( $(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) ))
+host_set reset-next true
+check "reset: the host sent RESET" wait_for 10 eval '(( $(host_get resets-sent) > 0 ))'
+check "reset: the balloon is back at $want frames" wait_for 60 host_locked_is "$want"
+check "reset: the driver counted a reset" eval '(( $(guest_stat reset) > resets ))'
+check_eq "reset: no UNLOCK was sent for the forgotten pages" \
+	$(( $(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) )) "$unlocks"
+
+# d. deflate to 0
+balloon_keep 2048
+check "deflate: the host holds no frame within 30 s" wait_for 30 host_locked_is 0
+check_eq "deflate: the driver's debugfs current is 0" "$(guest_stat current)" 0
+avail2=$(guest_meminfo MemAvailable)
+check_range "deflate: the guest's memory is back (MemAvailable KiB)" "$avail2" $((avail0 - 65536)) $((avail0 + 1048576))
+
+# e. rmmod with a full balloon, then modprobe
+balloon_keep 1024
+wait_for 30 host_locked_is "$want" || note "balloon did not refill before rmmod"
+starts0=$(host_get start-zero)
+check "rmmod: vmw_balloon unloads with a full balloon" guest rmmod vmw_balloon
+check "rmmod: the host saw START(0)" eval '(( $(host_get start-zero) > starts0 ))'
+check_eq "rmmod: the host dropped its locks" "$(host_get locked-frames)" 0
+avail3=$(guest_meminfo MemAvailable)
+check_range "rmmod: the guest's memory is back (MemAvailable KiB)" "$avail3" $((avail0 - 65536)) $((avail0 + 1048576))
+check "modprobe: vmw_balloon loads again" guest modprobe vmw_balloon
+check "modprobe: it balloons again to $want frames" wait_for 60 host_locked_is "$want"
+balloon_keep 2048
+wait_for 30 host_locked_is 0 || note "balloon did not empty"
+
+# h. the guest kernel's log
+check_dmesg_clean "VMware guest"
+
+# g. purge: the kernel's own module is back
+guest "DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms" >&2
+check_eq "purge: dkms knows no vmw_balloon" "$(guest dkms status vmw_balloon)" ""
+check_eq "purge: modinfo -n is the kernel's own module again" "$(guest modinfo -n vmw_balloon)" \
+	"/lib/modules/$kver/kernel/drivers/misc/vmw_balloon.ko"
+
+finish
