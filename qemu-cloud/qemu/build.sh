@@ -27,6 +27,7 @@
 #                            a cached build exists
 #   VMB_DEBIAN_MIRROR, VMB_DEBIAN_SECURITY   archive URLs
 #   VMB_BUILD_JOBS           parallel jobs (default: nproc)
+#   VMB_QEMU_KEEP            how many builds the cache keeps (default 3)
 set -euo pipefail
 shopt -s nullglob
 
@@ -233,4 +234,17 @@ if [[ -e $dest ]]; then
 fi
 mv -T -- "$out" "$dest"
 log "built in $((SECONDS - start_time)) s: $dest"
+
+# Keep the newest few builds.  A QEMU still running from a removed one is
+# not disturbed (its binary stays open).
+keep=${VMB_QEMU_KEEP:-3}
+old_builds=()
+while IFS= read -r dir; do
+	old_builds+=("$dir")
+done < <(ls -1dt -- "$cache"/*-*/ 2>/dev/null | tail -n +$((keep + 1)))
+for dir in "${old_builds[@]}"; do
+	[[ ${dir%/} == "$dest" ]] && continue
+	log "removing the old build ${dir%/}"
+	rm -rf -- "${dir%/}"
+done
 printf '%s\n' "$dest/bin/$binary_name"
