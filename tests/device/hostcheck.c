@@ -16,10 +16,12 @@
  *       N random calls with garbage arguments: the host must survive them.
  *       Only this process's own pages and addresses outside RAM are ever
  *       named, so the guest survives too.  Ends with START(0).
- *   hostcheck --hold MIB [--seconds S]
+ *   hostcheck --hold MIB [--seconds S] [--touch-wait T]
  *       START, lock MIB MiB of this process's own pages (batched), report,
  *       wait S seconds (default: until stdin reaches EOF), unlock, START(0).
- *       For watching the QEMU process's memory fall.
+ *       With --touch-wait, report "touched" and wait T seconds between
+ *       filling the pages and locking them.  For watching the QEMU
+ *       process's memory fall.
  *
  * The pages it locks are its own, mlock'ed, and never read after locking:
  * the host throws their contents away.  At the end it unlocks them and says
@@ -712,13 +714,20 @@ static void check_legacy(uint64_t pfn)
 
 /* ------------------------------------------------------------------------ */
 
-static int hold(long mib, long seconds)
+static int hold(long mib, long seconds, long touch_wait)
 {
 	size_t n = (size_t)mib * 256, done = 0, locked = 0, i;
 	char *mem = own_pages(n);
 	uint64_t *batch = own_pages(1);
 	uint64_t batch_pfn = pfn_of(batch), buf;
-	uint32_t g = start(CAP_ALL), st;
+	uint32_t g, st;
+
+	if (touch_wait > 0) {
+		printf("hostcheck: touched %zu pages (%ld MiB)\n", n, mib);
+		fflush(stdout);
+		sleep(touch_wait);
+	}
+	g = start(CAP_ALL);
 
 	if (!(g & CAP_BATCHED) || !batch_pfn) {
 		fprintf(stderr, "hostcheck: BATCHED not granted or no PFN\n");
@@ -846,13 +855,13 @@ static void usage(void)
 		"[--target FRAMES]\n"
 		"       hostcheck --call CMD ARG1 ARG2\n"
 		"       hostcheck --fuzz N [--seed S]\n"
-		"       hostcheck --hold MIB [--seconds S]\n");
+		"       hostcheck --hold MIB [--seconds S] [--touch-wait T]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	long hold_mib = -1, seconds = 0, fuzz_n = -1;
+	long hold_mib = -1, seconds = 0, fuzz_n = -1, touch_wait = 0;
 	uint64_t seed = 0;
 	char **raw = NULL;
 	uint64_t *batch, pfns[4];
@@ -874,6 +883,8 @@ int main(int argc, char **argv)
 			fuzz_n = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--touch-wait") && i + 1 < argc)
+			touch_wait = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
 			seconds = strtol(argv[++i], NULL, 0);
 		else
@@ -891,7 +902,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (hold_mib > 0)
-		return hold(hold_mib, seconds);
+		return hold(hold_mib, seconds, touch_wait);
 	if (fuzz_n >= 0)
 		return fuzz(fuzz_n, seed);
 	if (raw) {
