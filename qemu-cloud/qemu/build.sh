@@ -96,8 +96,30 @@ done
 work=$(mktemp -d "$cache/.build-XXXXXX")
 cleanup() { rm -rf -- "$work"; }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+
+# The long steps run in their own process group, in the background, so that
+# a signal reaches this script at once and can stop them before cleanup.
+child=
+run_step() { # run_step LOG COMMAND...: COMMAND's output goes to LOG
+	local log=$1 rc=0
+	shift
+	setsid "$@" >>"$log" 2>&1 </dev/null &
+	child=$!
+	wait "$child" || rc=$?
+	child=
+	return "$rc"
+}
+on_signal() {
+	trap - INT TERM HUP
+	if [[ -n $child ]]; then
+		kill -TERM -- "-$child" 2>/dev/null || true
+		wait "$child" 2>/dev/null || true
+	fi
+	exit "$1"
+}
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
+trap 'on_signal 129' HUP
 
 start_time=$SECONDS
 
@@ -128,7 +150,7 @@ apt_opts=(
 )
 
 log "reading the $suite source lists"
-apt-get "${apt_opts[@]}" -q update >"$work/apt.log" 2>&1 ||
+run_step "$work/apt.log" apt-get "${apt_opts[@]}" -q update ||
 	{ cat "$work/apt.log" >&2; die "apt-get update failed"; }
 
 if [[ -z $want_version ]]; then
@@ -154,9 +176,8 @@ fi
 
 mkdir "$work/src"
 log "fetching and unpacking qemu $want_version"
-(cd "$work/src" &&
-	apt-get "${apt_opts[@]}" -q source --only-source "qemu=$want_version") \
-	>"$work/source.log" 2>&1 ||
+run_step "$work/source.log" env -C "$work/src" \
+	apt-get "${apt_opts[@]}" -q source --only-source "qemu=$want_version" ||
 	{ tail -n 30 "$work/source.log" >&2; die "apt-get source failed"; }
 srcdir=("$work"/src/qemu-*/)
 ((${#srcdir[@]} == 1)) || die "cannot find the unpacked qemu tree"
@@ -192,11 +213,11 @@ fail_build() {
 
 log "configuring (${configure_args[*]})"
 mkdir "$srcdir/build"
-(cd "$srcdir/build" && ../configure "${configure_args[@]}") \
-	>"$build_log" 2>&1 || fail_build "configure failed"
+run_step "$build_log" env -C "$srcdir/build" ../configure "${configure_args[@]}" ||
+	fail_build "configure failed"
 
 log "compiling with $jobs jobs (a few minutes)"
-ninja -C "$srcdir/build" -j "$jobs" "$binary_name" >>"$build_log" 2>&1 ||
+run_step "$build_log" ninja -C "$srcdir/build" -j "$jobs" "$binary_name" ||
 	fail_build "compilation failed"
 if grep -E 'vmware-balloon\.c:[0-9]+:[0-9]+: (warning|error)' "$build_log" >&2; then
 	fail_build "the device source has compiler warnings"
