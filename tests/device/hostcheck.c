@@ -775,6 +775,23 @@ static uint64_t rnd(void)
 	return rnd_state * 0x2545f4914f6cdd1dULL;
 }
 
+/* A PFN that is surely not RAM. */
+static uint64_t fuzz_bad_pfn(void)
+{
+	switch (rnd() % 5) {
+	case 0:
+		return FAR_PFN + rnd() % 4096;
+	case 1:
+		return rnd() | 1ULL << 63;          /* any huge value */
+	case 2:
+		return (1ULL << 52) - 1 - rnd() % 1024;
+	case 3:
+		return MMIO_PFN + rnd() % 16;
+	default:
+		return BIOS_PFN - rnd() % 64;       /* BIOS ROM */
+	}
+}
+
 /* A PFN that is either our own or surely not RAM. */
 static uint64_t fuzz_pfn(const uint64_t *own, size_t n_own, uint64_t huge)
 {
@@ -783,16 +800,8 @@ static uint64_t fuzz_pfn(const uint64_t *own, size_t n_own, uint64_t huge)
 		return own[rnd() % n_own];
 	case 3:
 		return huge ? huge + (rnd() % 4 ? 0 : rnd() % 512) : own[0];
-	case 4:
-		return FAR_PFN + rnd() % 4096;
-	case 5:
-		return rnd();                       /* any 64-bit value */
-	case 6:
-		return (1ULL << 52) - 1 - rnd() % 1024;
-	case 7:
-		return MMIO_PFN + rnd() % 16;
 	default:
-		return BIOS_PFN - rnd() % 64;       /* BIOS ROM */
+		return fuzz_bad_pfn();
 	}
 }
 
@@ -822,9 +831,10 @@ static int fuzz(long n, uint64_t seed)
 		if (r.rcx == CMD_START || r.rcx == CMD_TARGET ||
 		    r.rcx == CMD_GUEST_ID || r.rcx == CMD_DOORBELL)
 			r.rbx = rnd() % 4 ? rnd() % 64 : rnd();
-		else if (r.rcx >= CMD_BLOCK && r.rcx <= CMD_2M_UNLOCK &&
-			 rnd() % 4)
-			r.rbx = batch_pfn;
+		else if (r.rcx >= CMD_BLOCK && r.rcx <= CMD_2M_UNLOCK)
+			/* never an own page: its contents would be taken as
+			 * entries naming other memory of the guest */
+			r.rbx = rnd() % 4 ? batch_pfn : fuzz_bad_pfn();
 		else
 			r.rbx = fuzz_pfn(own, N_OWN, huge);
 		switch (rnd() % 4) {

@@ -168,9 +168,12 @@ check_eq "reboot: the target is kept" "$(host_get target-frames)" 1000
 note "garbage"
 host_set refuse-every 7
 host_set reset-every 13
-guest '/root/hostcheck --fuzz 20000 --seed 1 && /root/hostcheck --fuzz 20000 --seed 2' |
-	sed 's/^/# /'
+out=$(guest '/root/hostcheck --fuzz 20000 --seed 1 && /root/hostcheck --fuzz 20000 --seed 2')
+rc=$?
+sed 's/^/# /' <<<"$out"
 check "QEMU survived 40000 random calls" eval 'qmp query-status | grep -q running'
+check_eq "the guest survived them" "$rc" 0
+((rc == 0)) || "$vm" console "$name" -n 30 2>/dev/null | sed 's/^/#   | /'
 host_set refuse-every 0
 host_set reset-every 0
 hostcheck_tap "hostcheck passes after the garbage" --target 1000
