@@ -126,7 +126,7 @@ start_time=$SECONDS
 log "checking build dependencies"
 "$repo/tests/lib/need-packages" build-essential dpkg-dev patch python3 \
 	meson ninja-build pkg-config libglib2.0-dev libpixman-1-dev \
-	libslirp-dev debian-archive-keyring \
+	libslirp-dev libfdt-dev zlib1g-dev debian-archive-keyring \
 	seabios ipxe-qemu qemu-system-data >&2
 
 # A private apt configuration and state: the machine's own stays untouched.
@@ -193,6 +193,8 @@ for p in "$here"/*.patch; do
 done
 
 jobs=${VMB_BUILD_JOBS:-$(nproc)}
+# --enable-fdt=system: x86_64-softmmu needs libfdt (microvm); Debian's
+# tarball has no bundled copy.
 # The prefix is never installed to.  It must not be /usr: QEMU rewrites
 # configured paths under its prefix relative to wherever the binary runs
 # from, and the firmware path must stay the absolute Debian folders.
@@ -203,6 +205,7 @@ configure_args=(
 	--without-default-features
 	--enable-tcg
 	--enable-slirp
+	--enable-fdt=system
 )
 build_log=$work/build.log
 fail_build() {
