@@ -8,7 +8,6 @@
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
 #   make demo       boot a VMware-like guest and watch it balloon
-#   make deps       install every Debian package the above need
 #
 # The version is PACKAGE_VERSION in dkms.conf, and nowhere else but
 # debian/changelog, which tests/checks/version.sh compares with it.
@@ -26,7 +25,7 @@ MODULE_SOURCES := src/Kbuild $(sort $(filter-out %.mod.c,$(wildcard src/*.c))) \
 DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
 RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
 
-.PHONY: all module clean check unit deb rpm qemu image demo deps
+.PHONY: all module clean check unit deb rpm qemu image demo
 
 all: module
 
@@ -71,10 +70,7 @@ image:
 	@qemu-cloud/image/build.sh
 
 demo:
-	tests/demo
-
-deps:
-	tests/lib/need-packages $$(cat tests/lib/packages)
+	qemu-cloud/demo
 
 clean:
 	rm -rf $(BUILD)

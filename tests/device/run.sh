@@ -12,12 +12,9 @@
 # (tests/device/hostcheck.c, compiled in the guest) talks to port 0x5670
 # itself.  Environment: VMB_DEVICE_GUEST names the guest (default
 # "devcheck"); qemu-cloud/vm's variables apply.
-set -uo pipefail
-
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-vm=$root/qemu-cloud/vm
-name=${VMB_DEVICE_GUEST:-devcheck}
-device=/machine/peripheral/vmb0
+source "$(dirname "$0")/../lib/guest.sh"
+GUEST=${VMB_DEVICE_GUEST:-devcheck}
+name=$GUEST
 all=0
 case ${1:-} in
 --all) all=1 ;;
@@ -25,43 +22,7 @@ case ${1:-} in
 *) echo "usage: $0 [--all]" >&2; exit 2 ;;
 esac
 
-n=0 failed=0
-
-pass() { n=$((n + 1)); echo "ok $n - $*"; }
-fail() { n=$((n + 1)) failed=$((failed + 1)); echo "not ok $n - $*"; }
-note() { echo "# $*"; }
-
-# check_eq DESCRIPTION GOT WANT
-check_eq() {
-	if [[ $2 == "$3" ]]; then pass "$1"; else fail "$1"; note "  got '$2', want '$3'"; fi
-}
-
-# check DESCRIPTION COMMAND...
-check() {
-	local what=$1
-	shift
-	if "$@"; then pass "$what"; else fail "$what"; fi
-}
-
-finish() {
-	"$vm" stop "$name" >/dev/null 2>&1 || true
-	echo "1..$n"
-	((failed == 0 && n > 0))
-	exit
-}
-
-bail() {
-	fail "$*"
-	"$vm" console "$name" -n 30 2>/dev/null | sed 's/^/#   | /'
-	finish
-}
-
 qmp() { "$vm" qmp "$name" "$@"; }
-host_get() { qmp qom-get "{\"path\": \"$device\", \"property\": \"$1\"}"; }
-host_set() {
-	qmp qom-set "{\"path\": \"$device\", \"property\": \"$1\", \"value\": $2}" >/dev/null
-}
-guest() { "$vm" ssh "$name" --timeout 900 -- "$@" </dev/null; }
 
 # hostcheck_tap DESCRIPTION ARGS...: run the checker, its TAP as a subtest
 hostcheck_tap() {
@@ -76,20 +37,6 @@ hostcheck_tap() {
 # raw CMD ARG1 ARG2: one call; prints the status (0x..)
 raw() {
 	guest /root/hostcheck --call "$@" | sed -n 's/^status=\(0x[0-9a-f]*\|0\) .*/\1/p'
-}
-
-qemu_rss_kib() {
-	awk '/^VmRSS:/ { print $2 }' "/proc/$("$vm" pid "$name")/status"
-}
-
-# wait_for SECONDS COMMAND...
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		((SECONDS < end)) || return 1
-		sleep 1
-	done
 }
 
 boot() {
@@ -191,3 +138,4 @@ if ((all)); then
 fi
 
 finish
+exit

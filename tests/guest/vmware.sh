@@ -3,7 +3,7 @@
 # autoload through the DMI alias after a reboot, inflate and deflate as the
 # host asks, a host reset, rmmod with a full balloon, and purge. Verdicts
 # come from the guest and from the emulated host, never from this script.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../lib/guest.sh"
 GUEST=${GUEST:-vmb-test-vmware}
 
 ensure_deb

@@ -70,7 +70,7 @@ bail() {
 }
 
 guest() {
-	"$vm" ssh "$GUEST" --timeout 600 -- "$@"
+	"$vm" ssh "$GUEST" --timeout 900 -- "$@" </dev/null
 }
 
 # host_get PROPERTY: a counter or setting of the emulated host
