@@ -24,6 +24,9 @@
  *
  * Read/write at run time (qom-get / qom-set on /machine/peripheral/<id>;
  * they may also be given with -device):
+ *   offered-capabilities  uint32: the "capabilities" above, changed while
+ *                   the guest runs; the next START grants from it (send a
+ *                   reset to make the guest ask again).
  *   target-frames   uint64: the balloon target in 4 KiB frames.  QMP
  *                   "balloon" sets it to (RAM - value) / 4096; qom-set may
  *                   set anything (e.g. beyond 32 bits).  Not changed by a
@@ -814,6 +817,8 @@ static void vmb_instance_init(Object *obj)
 
     object_property_add_uint64_ptr(obj, "target-frames", &s->target_frames,
                                    rw);
+    object_property_add_uint32_ptr(obj, "offered-capabilities",
+                                   &s->capabilities, rw);
     object_property_add_bool(obj, "reset-next", vmb_get_reset_next,
                              vmb_set_reset_next);
     object_property_add_uint32_ptr(obj, "reset-every", &s->reset_every, rw);
