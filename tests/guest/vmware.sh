@@ -67,6 +67,32 @@ check "reset: the driver counted a reset" eval '(( $(guest_stat reset) > resets 
 check_eq "reset: no UNLOCK was sent for the forgotten pages" \
 	$(( $(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) )) "$unlocks"
 
+# The kernel's 4 KiB paths: a host without 2 MiB pages (batched 4 KiB
+# pages), then one with the basic commands only (one LOCK or UNLOCK per
+# page). The host offers less, sends a reset, and the driver asks again.
+for caps in 0x26 0x02; do
+	lock_cmd=$([[ $caps == 0x26 ]] && echo batch-lock || echo lock)
+	unlock_cmd=$([[ $caps == 0x26 ]] && echo batch-unlock || echo unlock)
+	locks=$(host_get "calls-$lock_cmd")
+	unlocks=$(host_get "calls-$unlock_cmd")
+	host_set offered-capabilities $((caps))
+	host_set reset-next true
+	check "caps $caps: the driver starts again with $caps" \
+		wait_for 30 eval '(( $(guest_stat "used capabilities") == caps ))'
+	check "caps $caps: the balloon is back at $want frames" wait_for 180 host_locked_is "$want"
+	check_eq "caps $caps: no 2 MiB entry locked" "$(host_get locked-2m)" 0
+	check "caps $caps: inflated with $lock_cmd" eval '(( $(host_get calls-$lock_cmd) > locks ))'
+	balloon_keep 1536
+	check "caps $caps: deflates to $((want / 2)) frames" wait_for 180 host_locked_is $((want / 2))
+	check "caps $caps: deflated with $unlock_cmd" eval '(( $(host_get calls-$unlock_cmd) > unlocks ))'
+	check_eq "caps $caps: the driver's debugfs current agrees" "$(guest_stat current)" $((want / 2))
+	balloon_keep 1024
+done
+host_set offered-capabilities $((0x2e))
+host_set reset-next true
+check "caps 0x2e again: back at $want frames" wait_for 60 eval \
+	'(( $(guest_stat "used capabilities") == 0x2e )) && host_locked_is "$want"'
+
 # d. deflate to 0
 balloon_keep 2048
 check "deflate: the host holds no frame within 30 s" wait_for 30 host_locked_is 0
