@@ -3,7 +3,7 @@
 # from Kbuild), debian/changelog and the RPM spec must all say the same.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tests/lib/need-packages dpkg-dev rpm make gcc linux-headers-amd64
+tests/lib/need-packages dpkg-dev rpm make gcc kmod linux-headers-amd64
 
 fail=0
 check() {	# what, got, want
