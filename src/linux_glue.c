@@ -31,8 +31,6 @@
 #include <linux/vmw_vmci_defs.h>
 #endif
 
-#define VMW_BALLOON_2M_ORDER	9
-
 /* Neither waits long, nor wakes the OOM killer, nor uses reserves. */
 #define VMW_BALLOON_4K_GFP	(GFP_HIGHUSER | __GFP_NORETRY | \
 				 __GFP_NOMEMALLOC | __GFP_NOWARN)
@@ -108,7 +106,7 @@ struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 {
 	if (size == VMB_PAGE_2M)
 		return to_vmb_page(alloc_pages(VMW_BALLOON_2M_GFP,
-					       VMW_BALLOON_2M_ORDER));
+					       vmb_page_sizes[size].order));
 	return to_vmb_page(alloc_page(VMW_BALLOON_4K_GFP));
 }
 
@@ -130,8 +128,8 @@ void vmb_os_page_split(struct vmb_balloon *b, struct vmb_page *page,
 	struct page *head = to_page(page);
 	unsigned long i;
 
-	split_page(head, VMW_BALLOON_2M_ORDER);
-	for (i = 0; i < (1UL << VMW_BALLOON_2M_ORDER); i++)
+	split_page(head, vmb_page_sizes[VMB_PAGE_2M].order);
+	for (i = 0; i < VMB_2M_FRAMES; i++)
 		list_add(&head[i].lru, &vb->lists[to]);
 }
 
@@ -141,7 +139,7 @@ static unsigned long vmw_balloon_list_frames(enum vmb_list list)
 	case VMB_LIST_BALLOON_4K:
 		return 1;
 	case VMB_LIST_BALLOON_2M:
-		return 1UL << VMW_BALLOON_2M_ORDER;
+		return VMB_2M_FRAMES;
 	default:
 		return 0;	/* not a balloon list: not offline */
 	}

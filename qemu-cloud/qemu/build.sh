@@ -5,6 +5,8 @@
 # patches) plus the files of this folder:
 #   *.c *.h   device sources, copied into hw/i386/
 #   *.patch   applied with patch -p1 (hooks the device into Kconfig/meson)
+# and the protocol's numbers, src/wire.h, shared with the guest driver and
+# copied in as hw/i386/vmware-balloon-wire.h.
 #
 # Prints the binary's absolute path as the last line of stdout; progress goes
 # to stderr.  The binary looks for firmware in /usr/share/qemu,
@@ -15,7 +17,7 @@
 #
 # Cache: ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu/<key>/ with
 # <key> = Debian source version (without epoch) + the first 16 hex digits of
-# the sha256 over this folder's build.sh, *.c, *.h and *.patch.  A cached
+# the sha256 over this folder's build.sh, *.c, *.h, *.patch and src/wire.h.  A cached
 # build is reused without touching apt.  Builds happen in a temporary folder
 # next to the cache and are renamed into place when complete.
 #
@@ -51,7 +53,8 @@ inputs=()
 for f in "$here"/build.sh "$here"/*.c "$here"/*.h "$here"/*.patch; do
 	inputs+=("${f##*/}")
 done
-inputs_sha=$(cd "$here" && sha256sum -- "${inputs[@]}" | sha256sum)
+wire_h=$repo/src/wire.h
+inputs_sha=$( (cd "$here" && sha256sum -- "${inputs[@]}"; sha256sum <"$wire_h") | sha256sum)
 inputs_sha=${inputs_sha%% *}
 hash16=${inputs_sha:0:16}
 
@@ -187,6 +190,8 @@ log "adding the vmware-balloon device"
 for f in "$here"/*.c "$here"/*.h; do
 	cp -- "$f" "$srcdir/hw/i386/"
 done
+# the protocol's numbers, the very header the guest driver builds with
+cp -- "$wire_h" "$srcdir/hw/i386/vmware-balloon-wire.h"
 for p in "$here"/*.patch; do
 	patch -d "$srcdir" -p1 --batch --forward --no-backup-if-mismatch \
 		<"$p" >&2 || die "patch ${p##*/} does not apply"

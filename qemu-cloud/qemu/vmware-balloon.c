@@ -125,65 +125,25 @@
 #define TYPE_VMWARE_BALLOON "vmware-balloon"
 OBJECT_DECLARE_SIMPLE_TYPE(VMBalloonState, VMWARE_BALLOON)
 
-#define VMB_IO_PORT         0x5670
+/* The wire numbers, shared with the guest driver: src/wire.h in the project. */
+#include "vmware-balloon-wire.h"
+
 #define VMB_IO_SIZE         4
-#define VMB_MAGIC           0x456c6d6fu
-
-#define VMB_FRAME_SHIFT     12
 #define VMB_FRAME_SIZE      (1ULL << VMB_FRAME_SHIFT)
-#define VMB_2M_FRAMES       512ULL
-#define VMB_BATCH_MAX       512u
-#define VMB_ENTRY_STATUS    0x1full
-#define VMB_ENTRY_RESERVED  0xfe0ull
-
-/* capability bits */
-#define VMB_CAP_BASIC       0x02u
-#define VMB_CAP_BATCHED     0x04u
-#define VMB_CAP_2M          0x08u
-#define VMB_CAP_DOORBELL    0x10u
-#define VMB_CAP_64BIT       0x20u
-#define VMB_CAP_KNOWN       0x3eu
-#define VMB_CAP_DEFAULT     0x2eu
-
-/* statuses */
-#define VMB_SUCCESS         0u
-#define VMB_FAILURE         0xffffffffu
-#define VMB_CMD_INVALID     1u
-#define VMB_PPN_INVALID     2u
-#define VMB_PPN_LOCKED      3u
-#define VMB_PPN_UNLOCKED    4u
-#define VMB_PPN_PINNED      5u
-#define VMB_RESET           7u
-#define VMB_BUSY            8u
-#define VMB_SUCCESS_CAPS    0x03000000u
-
-enum {
-    VMB_CMD_START,
-    VMB_CMD_TARGET,
-    VMB_CMD_LOCK,
-    VMB_CMD_UNLOCK,
-    VMB_CMD_GUEST_ID,
-    VMB_CMD_UNUSED_5,
-    VMB_CMD_BATCH_LOCK,
-    VMB_CMD_BATCH_UNLOCK,
-    VMB_CMD_2M_LOCK,
-    VMB_CMD_2M_UNLOCK,
-    VMB_CMD_DOORBELL_SET,
-    VMB_CMD_COUNT
-};
+#define VMB_CAP_DEFAULT     0x2eu   /* all but the doorbell: no VMCI here */
 
 /* Counter names; NULL marks a command number that does not exist. */
-static const char *const vmb_cmd_name[VMB_CMD_COUNT] = {
+static const char *const vmb_cmd_name[VMB_CMD_NUM] = {
     [VMB_CMD_START]        = "start",
-    [VMB_CMD_TARGET]       = "target",
+    [VMB_CMD_GET_TARGET]       = "target",
     [VMB_CMD_LOCK]         = "lock",
     [VMB_CMD_UNLOCK]       = "unlock",
     [VMB_CMD_GUEST_ID]     = "guest-id",
-    [VMB_CMD_BATCH_LOCK]   = "batch-lock",
-    [VMB_CMD_BATCH_UNLOCK] = "batch-unlock",
-    [VMB_CMD_2M_LOCK]      = "2m-lock",
-    [VMB_CMD_2M_UNLOCK]    = "2m-unlock",
-    [VMB_CMD_DOORBELL_SET] = "doorbell-set",
+    [VMB_CMD_BATCHED_LOCK]   = "batch-lock",
+    [VMB_CMD_BATCHED_UNLOCK] = "batch-unlock",
+    [VMB_CMD_BATCHED_2M_LOCK]      = "2m-lock",
+    [VMB_CMD_BATCHED_2M_UNLOCK]    = "2m-unlock",
+    [VMB_CMD_VMCI_DOORBELL_SET] = "doorbell-set",
 };
 
 /*
@@ -295,8 +255,8 @@ struct VMBalloonState {
 
     /* counters */
     uint64_t granted_caps;      /* property view of 'granted' */
-    uint64_t calls[VMB_CMD_COUNT];
-    uint64_t failures[VMB_CMD_COUNT];
+    uint64_t calls[VMB_CMD_NUM];
+    uint64_t failures[VMB_CMD_NUM];
     uint64_t calls_unknown;
     uint64_t bad_magic;
     uint64_t start_zero;
@@ -360,12 +320,12 @@ static uint32_t vmb_host_restart(VMBalloonState *s)
     vmb_set_granted(s, 0);
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
     s->reset_pending = true;
-    return VMB_RESET;
+    return VMB_ERROR_RESET;
 }
 
 static bool vmb_wide_target(VMBalloonState *s, const VMBCall *c)
 {
-    return c->wide && (s->granted & VMB_CAP_64BIT);
+    return c->wide && (s->granted & VMB_CAP_64BIT_TARGET);
 }
 
 /* The target as the guest sees it. */
@@ -467,10 +427,10 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
     uint64_t held;
 
     if (nframes == VMB_2M_FRAMES && frame != head) {
-        return VMB_PPN_INVALID;
+        return VMB_ERROR_PPN_INVALID;
     }
     if (!vmb_find_ram(frame, nframes, &sec)) {
-        return VMB_PPN_INVALID;
+        return VMB_ERROR_PPN_INVALID;
     }
 
     held = vmb_frames_count(&s->locked, frame, nframes);
@@ -480,7 +440,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
             s->refused_frames++;
             status = s->refuse_status;
         } else if (held) {
-            status = VMB_PPN_LOCKED;
+            status = VMB_ERROR_PPN_LOCKED;
         } else {
             vmb_frames_set(&s->locked, frame, nframes);
             s->locked_frames += nframes;
@@ -492,9 +452,9 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
         }
     } else if (nframes == 1) {
         if (!held) {
-            status = VMB_PPN_UNLOCKED;
+            status = VMB_ERROR_PPN_UNLOCKED;
         } else if (vmb_frames_count(&s->heads, head, 1)) {
-            status = VMB_PPN_INVALID;   /* part of a locked 2 MiB page */
+            status = VMB_ERROR_PPN_INVALID;   /* part of a locked 2 MiB page */
         } else {
             vmb_frames_clear(&s->locked, frame, 1);
             s->locked_frames--;
@@ -506,9 +466,9 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
             s->locked_frames -= nframes;
             s->locked_2m--;
         } else if (!held) {
-            status = VMB_PPN_UNLOCKED;
+            status = VMB_ERROR_PPN_UNLOCKED;
         } else {
-            status = VMB_PPN_INVALID;   /* holds 4 KiB locks */
+            status = VMB_ERROR_PPN_INVALID;   /* holds 4 KiB locks */
         }
     }
 
@@ -519,10 +479,10 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
 static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
 {
     if (!(s->granted & VMB_CAP_BASIC)) {
-        return VMB_CMD_INVALID;
+        return VMB_ERROR_CMD_INVALID;
     }
-    if ((c->arg1 >> 32) && !(s->granted & VMB_CAP_64BIT)) {
-        return VMB_PPN_INVALID;
+    if ((c->arg1 >> 32) && !(s->granted & VMB_CAP_64BIT_TARGET)) {
+        return VMB_ERROR_PPN_INVALID;
     }
     return vmb_frame_op(s, c->arg1, 1, lock);
 }
@@ -530,7 +490,7 @@ static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
 static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
                               bool huge)
 {
-    uint64_t entries[VMB_BATCH_MAX];
+    uint64_t entries[VMB_BATCH_MAX_ENTRIES];
     MemoryRegionSection page;
     uint64_t count = c->arg2;
     hwaddr page_gpa;
@@ -538,10 +498,10 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     uint64_t i;
 
     if (!(s->granted & VMB_CAP_BATCHED) ||
-        (huge && !(s->granted & VMB_CAP_2M))) {
-        return VMB_CMD_INVALID;
+        (huge && !(s->granted & VMB_CAP_BATCHED_2M))) {
+        return VMB_ERROR_CMD_INVALID;
     }
-    if (count > VMB_BATCH_MAX) {
+    if (count > VMB_BATCH_MAX_ENTRIES) {
         return VMB_FAILURE;
     }
     if (!vmb_find_ram(c->arg1, 1, &page)) {
@@ -563,13 +523,13 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
         uint64_t entry = le64_to_cpu(entries[i]);
         uint32_t status;
 
-        if (entry & VMB_ENTRY_RESERVED) {
-            status = VMB_PPN_INVALID;
+        if (entry & VMB_ENTRY_RESERVED_MASK) {
+            status = VMB_ERROR_PPN_INVALID;
         } else {
             status = vmb_frame_op(s, entry >> VMB_FRAME_SHIFT,
                                   huge ? VMB_2M_FRAMES : 1, lock);
         }
-        entry = (entry & ~VMB_ENTRY_STATUS) | (status & VMB_ENTRY_STATUS);
+        entry = (entry & ~VMB_ENTRY_STATUS_MASK) | (status & VMB_ENTRY_STATUS_MASK);
         entries[i] = cpu_to_le64(entry);
     }
 
@@ -605,17 +565,17 @@ static uint32_t vmb_cmd_start(VMBalloonState *s, VMBCall *c)
         vmb_set_granted(s, c->arg1 ? VMB_CAP_BASIC : 0);
         return VMB_SUCCESS;
     }
-    vmb_set_granted(s, c->arg1 & s->capabilities & VMB_CAP_KNOWN);
+    vmb_set_granted(s, c->arg1 & s->capabilities & VMB_CAPS_ALL);
     c->set_rcx = true;
     c->rcx = s->granted;
-    return VMB_SUCCESS_CAPS;
+    return VMB_SUCCESS_WITH_CAPABILITIES;
 }
 
 /* Injected faults and a pending reset; 0 when the command should run. */
 static uint32_t vmb_injected(VMBalloonState *s, int cmd)
 {
     if (s->reset_pending && cmd != VMB_CMD_START) {
-        return VMB_RESET;
+        return VMB_ERROR_RESET;
     }
     if (s->reset_next) {
         s->reset_next = false;
@@ -626,10 +586,10 @@ static uint32_t vmb_injected(VMBalloonState *s, int cmd)
     }
     if (s->busy_next) {
         s->busy_next = false;
-        return VMB_BUSY;
+        return VMB_ERROR_BUSY;
     }
     if (s->busy_every && s->commands % s->busy_every == 0) {
-        return VMB_BUSY;
+        return VMB_ERROR_BUSY;
     }
     return 0;
 }
@@ -639,7 +599,7 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
     int cmd = -1;
     uint32_t status;
 
-    if (c->cmd < VMB_CMD_COUNT && vmb_cmd_name[c->cmd]) {
+    if (c->cmd < VMB_CMD_NUM && vmb_cmd_name[c->cmd]) {
         cmd = c->cmd;
         s->calls[cmd]++;
     } else {
@@ -653,7 +613,7 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
         case VMB_CMD_START:
             status = vmb_cmd_start(s, c);
             break;
-        case VMB_CMD_TARGET:
+        case VMB_CMD_GET_TARGET:
             s->last_limit = vmb_wide_target(s, c) ? c->arg1
                                                   : (uint32_t)c->arg1;
             status = VMB_SUCCESS;
@@ -668,21 +628,21 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
             s->guest_id = c->arg1;
             status = VMB_SUCCESS;
             break;
-        case VMB_CMD_BATCH_LOCK:
+        case VMB_CMD_BATCHED_LOCK:
             status = vmb_cmd_batch(s, c, true, false);
             break;
-        case VMB_CMD_BATCH_UNLOCK:
+        case VMB_CMD_BATCHED_UNLOCK:
             status = vmb_cmd_batch(s, c, false, false);
             break;
-        case VMB_CMD_2M_LOCK:
+        case VMB_CMD_BATCHED_2M_LOCK:
             status = vmb_cmd_batch(s, c, true, true);
             break;
-        case VMB_CMD_2M_UNLOCK:
+        case VMB_CMD_BATCHED_2M_UNLOCK:
             status = vmb_cmd_batch(s, c, false, true);
             break;
-        case VMB_CMD_DOORBELL_SET:
+        case VMB_CMD_VMCI_DOORBELL_SET:
             if (!(s->granted & VMB_CAP_DOORBELL)) {
-                status = VMB_CMD_INVALID;
+                status = VMB_ERROR_CMD_INVALID;
             } else {
                 s->doorbell_cid = c->arg1;
                 s->doorbell_rid = c->arg2;
@@ -690,17 +650,17 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
             }
             break;
         default:
-            status = VMB_CMD_INVALID;
+            status = VMB_ERROR_CMD_INVALID;
             break;
         }
     }
 
-    if (status == VMB_RESET) {
+    if (status == VMB_ERROR_RESET) {
         s->resets_sent++;
-    } else if (status == VMB_BUSY) {
+    } else if (status == VMB_ERROR_BUSY) {
         s->busy_sent++;
     }
-    if (cmd >= 0 && status != VMB_SUCCESS && status != VMB_SUCCESS_CAPS) {
+    if (cmd >= 0 && status != VMB_SUCCESS && status != VMB_SUCCESS_WITH_CAPABILITIES) {
         s->failures[cmd]++;
     }
     if (cmd != VMB_CMD_START) {
@@ -812,7 +772,7 @@ static void vmb_instance_init(Object *obj)
 
     vmb_frames_init(&s->locked);
     vmb_frames_init(&s->heads);
-    s->refuse_status = VMB_PPN_PINNED;
+    s->refuse_status = VMB_ERROR_PPN_PINNED;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 
     object_property_add_uint64_ptr(obj, "target-frames", &s->target_frames,
@@ -850,7 +810,7 @@ static void vmb_instance_init(Object *obj)
                                    &s->discarded_frames, ro);
     object_property_add_uint64_ptr(obj, "ram-frames", &s->ram_frames, ro);
 
-    for (i = 0; i < VMB_CMD_COUNT; i++) {
+    for (i = 0; i < VMB_CMD_NUM; i++) {
         g_autofree char *calls = NULL;
         g_autofree char *failures = NULL;
 
@@ -876,7 +836,7 @@ static void vmb_realize(DeviceState *dev, Error **errp)
 {
     VMBalloonState *s = VMWARE_BALLOON(dev);
 
-    if (s->capabilities & ~VMB_CAP_KNOWN) {
+    if (s->capabilities & ~VMB_CAPS_ALL) {
         warn_report("vmware-balloon: capabilities 0x%x: only bits 1-5 "
                     "(0x3e) are known, the rest is never granted",
                     s->capabilities);
@@ -891,7 +851,7 @@ static void vmb_realize(DeviceState *dev, Error **errp)
 
     memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
                           TYPE_VMWARE_BALLOON, VMB_IO_SIZE);
-    isa_register_ioport(ISA_DEVICE(dev), &s->io, VMB_IO_PORT);
+    isa_register_ioport(ISA_DEVICE(dev), &s->io, VMB_PORT);
 }
 
 static void vmb_unrealize(DeviceState *dev)

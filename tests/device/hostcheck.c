@@ -3,7 +3,7 @@
  * inside an x86_64 Linux guest, without any balloon driver loaded.  Talks to
  * I/O port 0x5670 directly and prints TAP.  Run as root.
  *
- *   gcc -O2 -Wall -static -o hostcheck hostcheck.c
+ *   gcc -O2 -Wall -static -I../../src -o hostcheck hostcheck.c   (src/wire.h)
  *   hostcheck [--caps HEX] [--legacy] [--target FRAMES]
  *       check the device.  --caps: the device's "capabilities" property
  *       (default 0x2e); --legacy: the device runs with legacy=on;
@@ -42,34 +42,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define PORT            0x5670
-#define MAGIC           0x456c6d6fULL
-
-#define CMD_START       0
-#define CMD_TARGET      1
-#define CMD_LOCK        2
-#define CMD_UNLOCK      3
-#define CMD_GUEST_ID    4
-#define CMD_BLOCK       6
-#define CMD_BUNLOCK     7
-#define CMD_2M_LOCK     8
-#define CMD_2M_UNLOCK   9
-#define CMD_DOORBELL    10
-
-#define CAP_BASIC       0x02u
-#define CAP_BATCHED     0x04u
-#define CAP_2M          0x08u
-#define CAP_DOORBELL    0x10u
-#define CAP_64BIT       0x20u
-#define CAP_ALL         0x3eu
-
-#define ST_SUCCESS      0x0u
-#define ST_FAILURE      0xffffffffu
-#define ST_CMD_INVALID  1u
-#define ST_PPN_INVALID  2u
-#define ST_PPN_LOCKED   3u
-#define ST_PPN_UNLOCKED 4u
-#define ST_CAPS         0x03000000u
+/* The protocol's numbers: src/wire.h, the header the guest driver uses. */
+#include "wire.h"
 
 #define PAGE            4096UL
 #define HUGE            (2UL << 20)
@@ -92,7 +66,7 @@ static uint64_t vram_pfn;
 
 static void call(struct regs *r)
 {
-	r->rdx = PORT;
+	r->rdx = VMB_PORT;
 	r->rdi = RDI_CANARY;
 	__asm__ __volatile__("inl %%dx, %%eax"
 			     : "+a"(r->rax), "+b"(r->rbx), "+c"(r->rcx),
@@ -107,7 +81,7 @@ static void call(struct regs *r)
 static uint32_t cmd(uint64_t c, uint64_t arg1, uint64_t arg2, uint64_t *rbx,
 		    uint64_t *rcx)
 {
-	struct regs r = { .rax = MAGIC, .rbx = arg1, .rcx = c, .rsi = arg2 };
+	struct regs r = { .rax = VMB_MAGIC, .rbx = arg1, .rcx = c, .rsi = arg2 };
 
 	call(&r);
 	if (rbx)
@@ -166,20 +140,20 @@ static void is_status(uint32_t got, uint32_t want, const char *what)
 static uint32_t grant_for(uint64_t asked)
 {
 	if (legacy)
-		return asked ? CAP_BASIC : 0;
-	return (uint32_t)asked & dev_caps & CAP_ALL;
+		return asked ? VMB_CAP_BASIC : 0;
+	return (uint32_t)asked & dev_caps & VMB_CAPS_ALL;
 }
 
 /* START asking for @caps; checks nothing, returns what was granted. */
 static uint32_t start(uint64_t caps)
 {
 	uint64_t rcx = 0;
-	uint32_t st = cmd(CMD_START, caps, 0, NULL, &rcx);
+	uint32_t st = cmd(VMB_CMD_START, caps, 0, NULL, &rcx);
 
-	if (st == ST_CAPS)
+	if (st == VMB_SUCCESS_WITH_CAPABILITIES)
 		return (uint32_t)rcx;
-	if (st == ST_SUCCESS)
-		return CAP_BASIC;
+	if (st == VMB_SUCCESS)
+		return VMB_CAP_BASIC;
 	return 0;
 }
 
@@ -285,22 +259,22 @@ static uint64_t find_vram_pfn(void)
 static void check_transport(void)
 {
 	struct regs r = { .rax = 0x564d5868, .rbx = 0x1111222233334444ULL,
-			  .rcx = CMD_TARGET, .rsi = 0 };
+			  .rcx = VMB_CMD_GET_TARGET, .rsi = 0 };
 	uint64_t rbx;
 
 	call(&r);
-	ok((uint32_t)r.rax == ST_FAILURE && r.rbx == 0x1111222233334444ULL &&
-	   r.rcx == CMD_TARGET,
+	ok((uint32_t)r.rax == VMB_FAILURE && r.rbx == 0x1111222233334444ULL &&
+	   r.rcx == VMB_CMD_GET_TARGET,
 	   "wrong magic: FAILURE, RBX and RCX untouched (status %#" PRIx64
 	   ", rbx %#" PRIx64 ", rcx %#" PRIx64 ")", r.rax, r.rbx, r.rcx);
 
-	is_status(cmd(5, 0, 0, &rbx, NULL), ST_CMD_INVALID, "command 5");
-	is_status(cmd(11, 0, 0, NULL, NULL), ST_CMD_INVALID, "command 11");
-	is_status(cmd(0x7fffffff, 0, 0, NULL, NULL), ST_CMD_INVALID,
+	is_status(cmd(5, 0, 0, &rbx, NULL), VMB_ERROR_CMD_INVALID, "command 5");
+	is_status(cmd(11, 0, 0, NULL, NULL), VMB_ERROR_CMD_INVALID, "command 11");
+	is_status(cmd(0x7fffffff, 0, 0, NULL, NULL), VMB_ERROR_CMD_INVALID,
 		  "command 0x7fffffff");
-	is_status(cmd(0xffffffff00000000ULL | CMD_GUEST_ID, 1, 0, NULL, NULL),
-		  ST_SUCCESS, "GUEST_ID with garbage above ECX: ECX is read");
-	is_status(cmd(CMD_GUEST_ID, 1, 0, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(0xffffffff00000000ULL | VMB_CMD_GUEST_ID, 1, 0, NULL, NULL),
+		  VMB_SUCCESS, "GUEST_ID with garbage above ECX: ECX is read");
+	is_status(cmd(VMB_CMD_GUEST_ID, 1, 0, NULL, NULL), VMB_SUCCESS,
 		  "GUEST_ID(1)");
 }
 
@@ -316,77 +290,77 @@ static void check_start(void)
 
 	for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
 		rcx = 0xdeadbeefdeadbeefULL;
-		st = cmd(CMD_START, asks[i], 0, NULL, &rcx);
+		st = cmd(VMB_CMD_START, asks[i], 0, NULL, &rcx);
 		if (legacy) {
-			is_status(st, ST_SUCCESS, "legacy START");
+			is_status(st, VMB_SUCCESS, "legacy START");
 			continue;
 		}
-		ok(st == ST_CAPS && rcx == grant_for(asks[i]),
+		ok(st == VMB_SUCCESS_WITH_CAPABILITIES && rcx == grant_for(asks[i]),
 		   "START(%#" PRIx64 ") with capabilities %#x: status %#x "
 		   "granted %#" PRIx64 " (want %#x, %#x)", asks[i], dev_caps,
-		   st, rcx, ST_CAPS, grant_for(asks[i]));
+		   st, rcx, VMB_SUCCESS_WITH_CAPABILITIES, grant_for(asks[i]));
 	}
-	st = cmd(CMD_START, 0, 0, NULL, &rcx);
+	st = cmd(VMB_CMD_START, 0, 0, NULL, &rcx);
 	if (legacy)
-		is_status(st, ST_SUCCESS, "legacy START(0)");
+		is_status(st, VMB_SUCCESS, "legacy START(0)");
 	else
-		ok(st == ST_CAPS && rcx == 0,
+		ok(st == VMB_SUCCESS_WITH_CAPABILITIES && rcx == 0,
 		   "START(0): status %#x granted %#" PRIx64, st, rcx);
-	is_status(cmd(CMD_LOCK, 0x100, 1, NULL, NULL), ST_CMD_INVALID,
+	is_status(cmd(VMB_CMD_LOCK, 0x100, 1, NULL, NULL), VMB_ERROR_CMD_INVALID,
 		  "LOCK after START(0)");
 }
 
 static void check_target(void)
 {
 	uint64_t t, rbx, big = 1ULL << 40;
-	uint32_t g = start(CAP_ALL);
+	uint32_t g = start(VMB_CAPS_ALL);
 	uint32_t st;
 
-	st = cmd(CMD_TARGET, g & CAP_64BIT ? big : 0xffffffffULL, 0, &t, NULL);
-	is_status(st, ST_SUCCESS, "GET_TARGET(no real limit)");
+	st = cmd(VMB_CMD_GET_TARGET, g & VMB_CAP_64BIT_TARGET ? big : 0xffffffffULL, 0, &t, NULL);
+	is_status(st, VMB_SUCCESS, "GET_TARGET(no real limit)");
 	diag("device target: %" PRIu64 " frames", t);
 	if (want_target >= 0)
 		ok(t == (uint64_t)want_target ||
-		   (!(g & CAP_64BIT) && t == 0xffffffffULL &&
+		   (!(g & VMB_CAP_64BIT_TARGET) && t == 0xffffffffULL &&
 		    (uint64_t)want_target > t),
 		   "target is %" PRIu64 " (want %lld)", t, want_target);
 
-	st = cmd(CMD_TARGET, 1, 0, &rbx, NULL);
-	ok(st == ST_SUCCESS && rbx == (t < 1 ? t : 1),
+	st = cmd(VMB_CMD_GET_TARGET, 1, 0, &rbx, NULL);
+	ok(st == VMB_SUCCESS && rbx == (t < 1 ? t : 1),
 	   "GET_TARGET(limit 1) clamps: %" PRIu64, rbx);
 	if (t > 1) {
-		st = cmd(CMD_TARGET, t - 1, 0, &rbx, NULL);
-		ok(st == ST_SUCCESS && rbx == t - 1,
+		st = cmd(VMB_CMD_GET_TARGET, t - 1, 0, &rbx, NULL);
+		ok(st == VMB_SUCCESS && rbx == t - 1,
 		   "GET_TARGET(limit target-1) returns %" PRIu64, rbx);
 	} else {
 		skip("target is 0 or 1 (set one with QMP balloon)",
 		     "GET_TARGET(limit target-1)");
 	}
-	st = cmd(CMD_TARGET, t + 1000, 0, &rbx, NULL);
-	ok(st == ST_SUCCESS && rbx == t,
+	st = cmd(VMB_CMD_GET_TARGET, t + 1000, 0, &rbx, NULL);
+	ok(st == VMB_SUCCESS && rbx == t,
 	   "GET_TARGET(limit target+1000) returns the target %" PRIu64, rbx);
 
 	/* Without 64_BIT_TARGET the limit is read as 32 bits and RBX is written
 	 * whole: the garbage above bit 31 must be gone. */
-	g = start(CAP_ALL & ~CAP_64BIT);
-	st = cmd(CMD_TARGET, 0xdeadbeef00000000ULL | 0x10, 0, &rbx, NULL);
-	ok(st == ST_SUCCESS && rbx == (t < 0x10 ? t : 0x10),
+	g = start(VMB_CAPS_ALL & ~VMB_CAP_64BIT_TARGET);
+	st = cmd(VMB_CMD_GET_TARGET, 0xdeadbeef00000000ULL | 0x10, 0, &rbx, NULL);
+	ok(st == VMB_SUCCESS && rbx == (t < 0x10 ? t : 0x10),
 	   "no 64-bit cap: limit read as 32 bits, all of RBX written (%#" PRIx64
 	   ")", rbx);
 
 	if (t > 0xffffffffULL) {
-		st = cmd(CMD_TARGET, 0xffffffffULL, 0, &rbx, NULL);
-		ok(st == ST_SUCCESS && rbx == 0xffffffffULL,
+		st = cmd(VMB_CMD_GET_TARGET, 0xffffffffULL, 0, &rbx, NULL);
+		ok(st == VMB_SUCCESS && rbx == 0xffffffffULL,
 		   "no 64-bit cap: target clamped to 32 bits (%#" PRIx64 ")",
 		   rbx);
-		g = start(CAP_ALL);
-		if (g & CAP_64BIT) {
-			st = cmd(CMD_TARGET, big, 0, &rbx, NULL);
-			ok(st == ST_SUCCESS && rbx == t,
+		g = start(VMB_CAPS_ALL);
+		if (g & VMB_CAP_64BIT_TARGET) {
+			st = cmd(VMB_CMD_GET_TARGET, big, 0, &rbx, NULL);
+			ok(st == VMB_SUCCESS && rbx == t,
 			   "64-bit target %#" PRIx64 " comes back whole (%#"
 			   PRIx64 ")", t, rbx);
-			st = cmd(CMD_TARGET, (1ULL << 32) + 5, 0, &rbx, NULL);
-			ok(st == ST_SUCCESS && rbx == (1ULL << 32) + 5,
+			st = cmd(VMB_CMD_GET_TARGET, (1ULL << 32) + 5, 0, &rbx, NULL);
+			ok(st == VMB_SUCCESS && rbx == (1ULL << 32) + 5,
 			   "64-bit limit 2^32+5 clamps (%#" PRIx64 ")", rbx);
 		} else {
 			skip("64_BIT_TARGET not granted", "64-bit target");
@@ -404,64 +378,64 @@ static void check_target(void)
 /* LOCK/UNLOCK of single pages; @page/@pfn: an own page. */
 static void check_single(uint64_t pfn, uint64_t pfn2)
 {
-	uint32_t g = start(CAP_ALL);
+	uint32_t g = start(VMB_CAPS_ALL);
 	uint64_t rbx, t;
 
-	cmd(CMD_TARGET, 0, 0, &t, NULL);
-	if (!(g & CAP_BASIC)) {
-		is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_CMD_INVALID,
+	cmd(VMB_CMD_GET_TARGET, 0, 0, &t, NULL);
+	if (!(g & VMB_CAP_BASIC)) {
+		is_status(cmd(VMB_CMD_LOCK, pfn, 1, NULL, NULL), VMB_ERROR_CMD_INVALID,
 			  "LOCK without BASIC");
-		is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_CMD_INVALID,
+		is_status(cmd(VMB_CMD_UNLOCK, pfn, 1, NULL, NULL), VMB_ERROR_CMD_INVALID,
 			  "UNLOCK without BASIC");
 		return;
 	}
 	rbx = ~0ULL;
-	is_status(cmd(CMD_LOCK, pfn, 1, &rbx, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_LOCK, pfn, 1, &rbx, NULL), VMB_SUCCESS,
 		  "LOCK(own page)");
 	ok(rbx == t, "LOCK returns the target in RBX (%" PRIu64 ", want %"
 	   PRIu64 ")", rbx, t);
-	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_PPN_LOCKED,
+	is_status(cmd(VMB_CMD_LOCK, pfn, 1, NULL, NULL), VMB_ERROR_PPN_LOCKED,
 		  "LOCK(same page) again");
-	is_status(cmd(CMD_UNLOCK, pfn, 1, &rbx, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_UNLOCK, pfn, 1, &rbx, NULL), VMB_SUCCESS,
 		  "UNLOCK(own page)");
 	ok(rbx == t, "UNLOCK returns the target in RBX");
-	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_PPN_UNLOCKED,
+	is_status(cmd(VMB_CMD_UNLOCK, pfn, 1, NULL, NULL), VMB_ERROR_PPN_UNLOCKED,
 		  "UNLOCK(same page) again");
-	is_status(cmd(CMD_UNLOCK, pfn2, 1, NULL, NULL), ST_PPN_UNLOCKED,
+	is_status(cmd(VMB_CMD_UNLOCK, pfn2, 1, NULL, NULL), VMB_ERROR_PPN_UNLOCKED,
 		  "UNLOCK(never locked page)");
-	is_status(cmd(CMD_LOCK, FAR_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+	is_status(cmd(VMB_CMD_LOCK, FAR_PFN, 1, NULL, NULL), VMB_ERROR_PPN_INVALID,
 		  "LOCK(PFN beyond RAM)");
-	is_status(cmd(CMD_UNLOCK, FAR_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+	is_status(cmd(VMB_CMD_UNLOCK, FAR_PFN, 1, NULL, NULL), VMB_ERROR_PPN_INVALID,
 		  "UNLOCK(PFN beyond RAM)");
-	is_status(cmd(CMD_LOCK, MMIO_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+	is_status(cmd(VMB_CMD_LOCK, MMIO_PFN, 1, NULL, NULL), VMB_ERROR_PPN_INVALID,
 		  "LOCK(local APIC page)");
 	if (vram_pfn)
-		is_status(cmd(CMD_LOCK, vram_pfn, 1, NULL, NULL),
-			  ST_PPN_INVALID, "LOCK(video memory: device RAM)");
+		is_status(cmd(VMB_CMD_LOCK, vram_pfn, 1, NULL, NULL),
+			  VMB_ERROR_PPN_INVALID, "LOCK(video memory: device RAM)");
 	else
 		skip("no PCI display device", "LOCK(video memory)");
-	is_status(cmd(CMD_LOCK, BIOS_PFN, 1, NULL, NULL), ST_PPN_INVALID,
+	is_status(cmd(VMB_CMD_LOCK, BIOS_PFN, 1, NULL, NULL), VMB_ERROR_PPN_INVALID,
 		  "LOCK(BIOS ROM)");
-	is_status(cmd(CMD_LOCK, ~0ULL, 1, NULL, NULL), ST_PPN_INVALID,
+	is_status(cmd(VMB_CMD_LOCK, ~0ULL, 1, NULL, NULL), VMB_ERROR_PPN_INVALID,
 		  "LOCK(PFN 2^64-1)");
-	is_status(cmd(CMD_LOCK, (1ULL << 52) - 1, 1, NULL, NULL),
-		  ST_PPN_INVALID, "LOCK(PFN 2^52-1)");
+	is_status(cmd(VMB_CMD_LOCK, (1ULL << 52) - 1, 1, NULL, NULL),
+		  VMB_ERROR_PPN_INVALID, "LOCK(PFN 2^52-1)");
 
 	/* PFN >= 2^32 without 64_BIT_TARGET: the low 32 bits are our own
 	 * page, which must not be locked by mistake. */
-	start(CAP_ALL & ~CAP_64BIT);
-	is_status(cmd(CMD_LOCK, (1ULL << 32) | pfn, 1, NULL, NULL),
-		  ST_PPN_INVALID, "LOCK(2^32 + own PFN) without 64-bit cap");
-	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_PPN_UNLOCKED,
+	start(VMB_CAPS_ALL & ~VMB_CAP_64BIT_TARGET);
+	is_status(cmd(VMB_CMD_LOCK, (1ULL << 32) | pfn, 1, NULL, NULL),
+		  VMB_ERROR_PPN_INVALID, "LOCK(2^32 + own PFN) without 64-bit cap");
+	is_status(cmd(VMB_CMD_UNLOCK, pfn, 1, NULL, NULL), VMB_ERROR_PPN_UNLOCKED,
 		  "... and the own page was not locked");
 
 	/* START forgets every lock. */
-	start(CAP_ALL);
-	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_SUCCESS, "LOCK again");
-	start(CAP_ALL);
-	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_SUCCESS,
+	start(VMB_CAPS_ALL);
+	is_status(cmd(VMB_CMD_LOCK, pfn, 1, NULL, NULL), VMB_SUCCESS, "LOCK again");
+	start(VMB_CAPS_ALL);
+	is_status(cmd(VMB_CMD_LOCK, pfn, 1, NULL, NULL), VMB_SUCCESS,
 		  "START forgot the lock: LOCK succeeds again");
-	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_SUCCESS, "UNLOCK");
+	is_status(cmd(VMB_CMD_UNLOCK, pfn, 1, NULL, NULL), VMB_SUCCESS, "UNLOCK");
 }
 
 static uint64_t entry_status(uint64_t e)
@@ -471,15 +445,15 @@ static uint64_t entry_status(uint64_t e)
 
 static void check_batch(uint64_t *batch, uint64_t batch_pfn, uint64_t *pfns)
 {
-	uint32_t g = start(CAP_ALL);
+	uint32_t g = start(VMB_CAPS_ALL);
 	uint64_t rbx, t;
 	uint32_t st;
 	int i;
 
-	cmd(CMD_TARGET, 0, 0, &t, NULL);
-	if (!(g & CAP_BATCHED)) {
-		is_status(cmd(CMD_BLOCK, batch_pfn, 0, NULL, NULL),
-			  ST_CMD_INVALID, "BATCHED_LOCK without BATCHED");
+	cmd(VMB_CMD_GET_TARGET, 0, 0, &t, NULL);
+	if (!(g & VMB_CAP_BATCHED)) {
+		is_status(cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 0, NULL, NULL),
+			  VMB_ERROR_CMD_INVALID, "BATCHED_LOCK without BATCHED");
 		return;
 	}
 
@@ -493,16 +467,16 @@ static void check_batch(uint64_t *batch, uint64_t batch_pfn, uint64_t *pfns)
 	batch[5] = (pfns[2] << 12) | 0x20;      /* reserved bit 5 set */
 	batch[6] = pfns[3] << 12;
 	rbx = ~0ULL;
-	st = cmd(CMD_BLOCK, batch_pfn, 7, &rbx, NULL);
-	is_status(st, ST_SUCCESS, "BATCHED_LOCK of 7 mixed entries");
+	st = cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 7, &rbx, NULL);
+	is_status(st, VMB_SUCCESS, "BATCHED_LOCK of 7 mixed entries");
 	ok(rbx == t, "BATCHED_LOCK returns the target (%" PRIu64 ")", rbx);
-	ok(entry_status(batch[0]) == ST_SUCCESS &&
-	   entry_status(batch[1]) == ST_PPN_LOCKED &&
-	   entry_status(batch[2]) == ST_PPN_INVALID &&
-	   entry_status(batch[3]) == ST_SUCCESS &&
-	   entry_status(batch[4]) == ST_PPN_INVALID &&
-	   entry_status(batch[5]) == ST_PPN_INVALID &&
-	   entry_status(batch[6]) == ST_SUCCESS,
+	ok(entry_status(batch[0]) == VMB_SUCCESS &&
+	   entry_status(batch[1]) == VMB_ERROR_PPN_LOCKED &&
+	   entry_status(batch[2]) == VMB_ERROR_PPN_INVALID &&
+	   entry_status(batch[3]) == VMB_SUCCESS &&
+	   entry_status(batch[4]) == VMB_ERROR_PPN_INVALID &&
+	   entry_status(batch[5]) == VMB_ERROR_PPN_INVALID &&
+	   entry_status(batch[6]) == VMB_SUCCESS,
 	   "entry statuses %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
 	   " %" PRIu64 " %" PRIu64 " %" PRIu64 " (want 0 3 2 0 2 2 0)",
 	   entry_status(batch[0]), entry_status(batch[1]),
@@ -513,8 +487,8 @@ static void check_batch(uint64_t *batch, uint64_t batch_pfn, uint64_t *pfns)
 	   (batch[5] & ~0x1fULL) == ((pfns[2] << 12) | 0x20),
 	   "the host changes only the status bits");
 
-	is_status(cmd(CMD_LOCK, pfns[1], 1, NULL, NULL),
-		  g & CAP_BASIC ? ST_PPN_LOCKED : ST_CMD_INVALID,
+	is_status(cmd(VMB_CMD_LOCK, pfns[1], 1, NULL, NULL),
+		  g & VMB_CAP_BASIC ? VMB_ERROR_PPN_LOCKED : VMB_ERROR_CMD_INVALID,
 		  "single LOCK of a batch-locked page");
 
 	memset(batch, 0, PAGE);
@@ -523,13 +497,13 @@ static void check_batch(uint64_t *batch, uint64_t batch_pfn, uint64_t *pfns)
 	batch[2] = pfns[2] << 12;               /* never locked */
 	batch[3] = pfns[3] << 12;
 	batch[4] = FAR_PFN << 12;
-	st = cmd(CMD_BUNLOCK, batch_pfn, 5, NULL, NULL);
-	is_status(st, ST_SUCCESS, "BATCHED_UNLOCK of 5 entries");
-	ok(entry_status(batch[0]) == ST_SUCCESS &&
-	   entry_status(batch[1]) == ST_SUCCESS &&
-	   entry_status(batch[2]) == ST_PPN_UNLOCKED &&
-	   entry_status(batch[3]) == ST_SUCCESS &&
-	   entry_status(batch[4]) == ST_PPN_INVALID,
+	st = cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, 5, NULL, NULL);
+	is_status(st, VMB_SUCCESS, "BATCHED_UNLOCK of 5 entries");
+	ok(entry_status(batch[0]) == VMB_SUCCESS &&
+	   entry_status(batch[1]) == VMB_SUCCESS &&
+	   entry_status(batch[2]) == VMB_ERROR_PPN_UNLOCKED &&
+	   entry_status(batch[3]) == VMB_SUCCESS &&
+	   entry_status(batch[4]) == VMB_ERROR_PPN_INVALID,
 	   "unlock statuses %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
 	   " %" PRIu64 " (want 0 0 4 0 2)",
 	   entry_status(batch[0]), entry_status(batch[1]),
@@ -540,65 +514,65 @@ static void check_batch(uint64_t *batch, uint64_t batch_pfn, uint64_t *pfns)
 	memset(batch, 0, PAGE);
 	for (i = 0; i < 4; i++)
 		batch[i] = pfns[i] << 12;
-	is_status(cmd(CMD_BLOCK, batch_pfn, 513, NULL, NULL), ST_FAILURE,
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 513, NULL, NULL), VMB_FAILURE,
 		  "BATCHED_LOCK with 513 entries");
-	is_status(cmd(CMD_BLOCK, batch_pfn, 0xffffffffULL, NULL, NULL),
-		  ST_FAILURE, "BATCHED_LOCK with 2^32-1 entries");
-	is_status(cmd(CMD_BLOCK, FAR_PFN, 4, NULL, NULL), ST_FAILURE,
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 0xffffffffULL, NULL, NULL),
+		  VMB_FAILURE, "BATCHED_LOCK with 2^32-1 entries");
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, FAR_PFN, 4, NULL, NULL), VMB_FAILURE,
 		  "BATCHED_LOCK with the batch page beyond RAM");
-	is_status(cmd(CMD_BLOCK, MMIO_PFN, 4, NULL, NULL), ST_FAILURE,
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, MMIO_PFN, 4, NULL, NULL), VMB_FAILURE,
 		  "BATCHED_LOCK with the batch page on the local APIC");
-	is_status(cmd(CMD_BLOCK, ~0ULL, 4, NULL, NULL), ST_FAILURE,
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, ~0ULL, 4, NULL, NULL), VMB_FAILURE,
 		  "BATCHED_LOCK with batch page PFN 2^64-1");
-	is_status(cmd(CMD_BUNLOCK, batch_pfn, 4, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, 4, NULL, NULL), VMB_SUCCESS,
 		  "BATCHED_UNLOCK after the failed calls");
-	ok(entry_status(batch[0]) == ST_PPN_UNLOCKED &&
-	   entry_status(batch[1]) == ST_PPN_UNLOCKED &&
-	   entry_status(batch[2]) == ST_PPN_UNLOCKED &&
-	   entry_status(batch[3]) == ST_PPN_UNLOCKED,
+	ok(entry_status(batch[0]) == VMB_ERROR_PPN_UNLOCKED &&
+	   entry_status(batch[1]) == VMB_ERROR_PPN_UNLOCKED &&
+	   entry_status(batch[2]) == VMB_ERROR_PPN_UNLOCKED &&
+	   entry_status(batch[3]) == VMB_ERROR_PPN_UNLOCKED,
 	   "the failed batches locked nothing");
-	is_status(cmd(CMD_BLOCK, batch_pfn, 0, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 0, NULL, NULL), VMB_SUCCESS,
 		  "BATCHED_LOCK with 0 entries");
 
 	/* a full batch of 512 entries, all the same far PFN */
 	for (i = 0; i < 512; i++)
 		batch[i] = FAR_PFN << 12;
-	st = cmd(CMD_BLOCK, batch_pfn, 512, NULL, NULL);
-	for (i = 0; i < 512 && entry_status(batch[i]) == ST_PPN_INVALID; i++)
+	st = cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 512, NULL, NULL);
+	for (i = 0; i < 512 && entry_status(batch[i]) == VMB_ERROR_PPN_INVALID; i++)
 		;
-	ok(st == ST_SUCCESS && i == 512,
+	ok(st == VMB_SUCCESS && i == 512,
 	   "BATCHED_LOCK of 512 invalid entries: all PPN_INVALID");
 
 	/* batched commands missing from the grant */
-	if (g & CAP_BASIC) {
-		start(CAP_BASIC);
-		is_status(cmd(CMD_BLOCK, batch_pfn, 0, NULL, NULL),
-			  ST_CMD_INVALID, "BATCHED_LOCK with only BASIC granted");
-		is_status(cmd(CMD_BUNLOCK, batch_pfn, 0, NULL, NULL),
-			  ST_CMD_INVALID,
+	if (g & VMB_CAP_BASIC) {
+		start(VMB_CAP_BASIC);
+		is_status(cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 0, NULL, NULL),
+			  VMB_ERROR_CMD_INVALID, "BATCHED_LOCK with only BASIC granted");
+		is_status(cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, 0, NULL, NULL),
+			  VMB_ERROR_CMD_INVALID,
 			  "BATCHED_UNLOCK with only BASIC granted");
 	}
-	start(CAP_BATCHED);
-	is_status(cmd(CMD_LOCK, pfns[0], 1, NULL, NULL), ST_CMD_INVALID,
+	start(VMB_CAP_BATCHED);
+	is_status(cmd(VMB_CMD_LOCK, pfns[0], 1, NULL, NULL), VMB_ERROR_CMD_INVALID,
 		  "LOCK with only BATCHED granted");
-	is_status(cmd(CMD_2M_LOCK, batch_pfn, 0, NULL, NULL), ST_CMD_INVALID,
+	is_status(cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, 0, NULL, NULL), VMB_ERROR_CMD_INVALID,
 		  "BATCHED_2M_LOCK without BATCHED_2M");
-	start(CAP_2M);
-	is_status(cmd(CMD_2M_LOCK, batch_pfn, 0, NULL, NULL), ST_CMD_INVALID,
+	start(VMB_CAP_BATCHED_2M);
+	is_status(cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, 0, NULL, NULL), VMB_ERROR_CMD_INVALID,
 		  "BATCHED_2M_LOCK with BATCHED_2M but not BATCHED");
 }
 
 static void check_2m(uint64_t *batch, uint64_t batch_pfn, uint64_t own_pfn)
 {
-	uint32_t g = start(CAP_ALL);
+	uint32_t g = start(VMB_CAPS_ALL);
 	uint64_t hpfn = 0;
 	void *huge;
 
-	if ((g & (CAP_BATCHED | CAP_2M)) != (CAP_BATCHED | CAP_2M)) {
-		is_status(cmd(CMD_2M_LOCK, batch_pfn, 0, NULL, NULL),
-			  ST_CMD_INVALID, "BATCHED_2M_LOCK not granted");
-		is_status(cmd(CMD_2M_UNLOCK, batch_pfn, 0, NULL, NULL),
-			  ST_CMD_INVALID, "BATCHED_2M_UNLOCK not granted");
+	if ((g & (VMB_CAP_BATCHED | VMB_CAP_BATCHED_2M)) != (VMB_CAP_BATCHED | VMB_CAP_BATCHED_2M)) {
+		is_status(cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, 0, NULL, NULL),
+			  VMB_ERROR_CMD_INVALID, "BATCHED_2M_LOCK not granted");
+		is_status(cmd(VMB_CMD_BATCHED_2M_UNLOCK, batch_pfn, 0, NULL, NULL),
+			  VMB_ERROR_CMD_INVALID, "BATCHED_2M_UNLOCK not granted");
 		return;
 	}
 
@@ -607,17 +581,17 @@ static void check_2m(uint64_t *batch, uint64_t batch_pfn, uint64_t own_pfn)
 	batch[1] = (FAR_PFN & ~511ULL) << 12;       /* beyond RAM */
 	batch[2] = 0;                               /* 0-2M: VGA, BIOS */
 	batch[3] = (0xfee00ULL & ~511ULL) << 12;    /* MMIO */
-	is_status(cmd(CMD_2M_LOCK, batch_pfn, 4, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, 4, NULL, NULL), VMB_SUCCESS,
 		  "BATCHED_2M_LOCK of 4 bad entries");
-	ok(entry_status(batch[0]) == ST_PPN_INVALID &&
-	   entry_status(batch[1]) == ST_PPN_INVALID &&
-	   entry_status(batch[2]) == ST_PPN_INVALID &&
-	   entry_status(batch[3]) == ST_PPN_INVALID,
+	ok(entry_status(batch[0]) == VMB_ERROR_PPN_INVALID &&
+	   entry_status(batch[1]) == VMB_ERROR_PPN_INVALID &&
+	   entry_status(batch[2]) == VMB_ERROR_PPN_INVALID &&
+	   entry_status(batch[3]) == VMB_ERROR_PPN_INVALID,
 	   "misaligned, beyond RAM, low 2 MiB, MMIO: all PPN_INVALID (%"
 	   PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 ")",
 	   entry_status(batch[0]), entry_status(batch[1]),
 	   entry_status(batch[2]), entry_status(batch[3]));
-	is_status(cmd(CMD_2M_LOCK, batch_pfn, 513, NULL, NULL), ST_FAILURE,
+	is_status(cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, 513, NULL, NULL), VMB_FAILURE,
 		  "BATCHED_2M_LOCK with 513 entries");
 
 	huge = own_huge_page(&hpfn);
@@ -629,68 +603,68 @@ static void check_2m(uint64_t *batch, uint64_t batch_pfn, uint64_t own_pfn)
 	memset(batch, 0, PAGE);
 	batch[0] = hpfn << 12;
 	batch[1] = hpfn << 12;
-	is_status(cmd(CMD_2M_LOCK, batch_pfn, 2, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, 2, NULL, NULL), VMB_SUCCESS,
 		  "BATCHED_2M_LOCK of an own 2 MiB page, twice");
-	ok(entry_status(batch[0]) == ST_SUCCESS &&
-	   entry_status(batch[1]) == ST_PPN_LOCKED,
+	ok(entry_status(batch[0]) == VMB_SUCCESS &&
+	   entry_status(batch[1]) == VMB_ERROR_PPN_LOCKED,
 	   "2M entries: SUCCESS then PPN_LOCKED (%" PRIu64 " %" PRIu64 ")",
 	   entry_status(batch[0]), entry_status(batch[1]));
-	if (g & CAP_BASIC) {
-		is_status(cmd(CMD_LOCK, hpfn + 7, 1, NULL, NULL),
-			  ST_PPN_LOCKED, "LOCK of a frame inside the 2 MiB lock");
-		is_status(cmd(CMD_UNLOCK, hpfn + 7, 1, NULL, NULL),
-			  ST_PPN_INVALID,
+	if (g & VMB_CAP_BASIC) {
+		is_status(cmd(VMB_CMD_LOCK, hpfn + 7, 1, NULL, NULL),
+			  VMB_ERROR_PPN_LOCKED, "LOCK of a frame inside the 2 MiB lock");
+		is_status(cmd(VMB_CMD_UNLOCK, hpfn + 7, 1, NULL, NULL),
+			  VMB_ERROR_PPN_INVALID,
 			  "UNLOCK of a frame inside the 2 MiB lock");
 	}
 	memset(batch, 0, PAGE);
 	batch[0] = (hpfn + 3) << 12;
-	is_status(cmd(CMD_BLOCK, batch_pfn, 1, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 1, NULL, NULL), VMB_SUCCESS,
 		  "4 KiB BATCHED_LOCK inside the 2 MiB lock");
-	ok(entry_status(batch[0]) == ST_PPN_LOCKED, "... is PPN_LOCKED");
+	ok(entry_status(batch[0]) == VMB_ERROR_PPN_LOCKED, "... is PPN_LOCKED");
 	memset(batch, 0, PAGE);
 	batch[0] = hpfn << 12;
 	batch[1] = hpfn << 12;
-	is_status(cmd(CMD_2M_UNLOCK, batch_pfn, 2, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_BATCHED_2M_UNLOCK, batch_pfn, 2, NULL, NULL), VMB_SUCCESS,
 		  "BATCHED_2M_UNLOCK of it, twice");
-	ok(entry_status(batch[0]) == ST_SUCCESS &&
-	   entry_status(batch[1]) == ST_PPN_UNLOCKED,
+	ok(entry_status(batch[0]) == VMB_SUCCESS &&
+	   entry_status(batch[1]) == VMB_ERROR_PPN_UNLOCKED,
 	   "2M entries: SUCCESS then PPN_UNLOCKED (%" PRIu64 " %" PRIu64 ")",
 	   entry_status(batch[0]), entry_status(batch[1]));
 
 	/* 4 KiB locks inside a 2 MiB range: a 2M lock or unlock of it fails */
 	memset(batch, 0, PAGE);
 	batch[0] = (hpfn + 5) << 12;
-	cmd(CMD_BLOCK, batch_pfn, 1, NULL, NULL);
+	cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 1, NULL, NULL);
 	memset(batch, 0, PAGE);
 	batch[0] = hpfn << 12;
-	cmd(CMD_2M_LOCK, batch_pfn, 1, NULL, NULL);
-	ok(entry_status(batch[0]) == ST_PPN_LOCKED,
+	cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, 1, NULL, NULL);
+	ok(entry_status(batch[0]) == VMB_ERROR_PPN_LOCKED,
 	   "2M lock over a locked 4 KiB frame: PPN_LOCKED (%" PRIu64 ")",
 	   entry_status(batch[0]));
 	batch[0] = hpfn << 12;
-	cmd(CMD_2M_UNLOCK, batch_pfn, 1, NULL, NULL);
-	ok(entry_status(batch[0]) == ST_PPN_INVALID,
+	cmd(VMB_CMD_BATCHED_2M_UNLOCK, batch_pfn, 1, NULL, NULL);
+	ok(entry_status(batch[0]) == VMB_ERROR_PPN_INVALID,
 	   "2M unlock of a range with a 4 KiB lock: PPN_INVALID (%" PRIu64
 	   ")", entry_status(batch[0]));
 	memset(batch, 0, PAGE);
 	batch[0] = (hpfn + 5) << 12;
-	cmd(CMD_BUNLOCK, batch_pfn, 1, NULL, NULL);
-	ok(entry_status(batch[0]) == ST_SUCCESS, "4 KiB unlock of it");
+	cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, 1, NULL, NULL);
+	ok(entry_status(batch[0]) == VMB_SUCCESS, "4 KiB unlock of it");
 	munlock(huge, HUGE);
 }
 
 static void check_doorbell(void)
 {
-	uint32_t g = start(CAP_ALL);
+	uint32_t g = start(VMB_CAPS_ALL);
 
-	if (g & CAP_DOORBELL) {
-		is_status(cmd(CMD_DOORBELL, 5, 7, NULL, NULL), ST_SUCCESS,
+	if (g & VMB_CAP_DOORBELL) {
+		is_status(cmd(VMB_CMD_VMCI_DOORBELL_SET, 5, 7, NULL, NULL), VMB_SUCCESS,
 			  "VMCI_DOORBELL_SET granted");
-		is_status(cmd(CMD_DOORBELL, 0xffffffffULL, 0xffffffffULL,
-			      NULL, NULL), ST_SUCCESS,
+		is_status(cmd(VMB_CMD_VMCI_DOORBELL_SET, 0xffffffffULL, 0xffffffffULL,
+			      NULL, NULL), VMB_SUCCESS,
 			  "VMCI_DOORBELL_SET(invalid) unsets");
 	} else {
-		is_status(cmd(CMD_DOORBELL, 5, 7, NULL, NULL), ST_CMD_INVALID,
+		is_status(cmd(VMB_CMD_VMCI_DOORBELL_SET, 5, 7, NULL, NULL), VMB_ERROR_CMD_INVALID,
 			  "VMCI_DOORBELL_SET not granted");
 	}
 }
@@ -698,17 +672,17 @@ static void check_doorbell(void)
 static void check_legacy(uint64_t pfn)
 {
 	uint64_t rcx = 0x1234;
-	uint32_t st = cmd(CMD_START, CAP_ALL, 0, NULL, &rcx);
+	uint32_t st = cmd(VMB_CMD_START, VMB_CAPS_ALL, 0, NULL, &rcx);
 
-	ok(st == ST_SUCCESS, "legacy START(0x3e): plain SUCCESS (%#x)", st);
-	is_status(cmd(CMD_BLOCK, pfn, 0, NULL, NULL), ST_CMD_INVALID,
+	ok(st == VMB_SUCCESS, "legacy START(0x3e): plain SUCCESS (%#x)", st);
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, pfn, 0, NULL, NULL), VMB_ERROR_CMD_INVALID,
 		  "legacy: BATCHED_LOCK not available");
-	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_LOCK, pfn, 1, NULL, NULL), VMB_SUCCESS,
 		  "legacy: LOCK(own page)");
-	is_status(cmd(CMD_UNLOCK, pfn, 1, NULL, NULL), ST_SUCCESS,
+	is_status(cmd(VMB_CMD_UNLOCK, pfn, 1, NULL, NULL), VMB_SUCCESS,
 		  "legacy: UNLOCK(own page)");
-	cmd(CMD_START, 0, 0, NULL, NULL);
-	is_status(cmd(CMD_LOCK, pfn, 1, NULL, NULL), ST_CMD_INVALID,
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+	is_status(cmd(VMB_CMD_LOCK, pfn, 1, NULL, NULL), VMB_ERROR_CMD_INVALID,
 		  "legacy: START(0) grants nothing");
 }
 
@@ -727,9 +701,9 @@ static int hold(long mib, long seconds, long touch_wait)
 		fflush(stdout);
 		sleep(touch_wait);
 	}
-	g = start(CAP_ALL);
+	g = start(VMB_CAPS_ALL);
 
-	if (!(g & CAP_BATCHED) || !batch_pfn) {
+	if (!(g & VMB_CAP_BATCHED) || !batch_pfn) {
 		fprintf(stderr, "hostcheck: BATCHED not granted or no PFN\n");
 		return 1;
 	}
@@ -738,9 +712,9 @@ static int hold(long mib, long seconds, long touch_wait)
 
 		for (i = 0; i < k; i++)
 			batch[i] = pfn_of(mem + (done + i) * PAGE) << 12;
-		st = cmd(CMD_BLOCK, batch_pfn, k, NULL, NULL);
-		for (i = 0; st == ST_SUCCESS && i < k; i++)
-			locked += entry_status(batch[i]) == ST_SUCCESS;
+		st = cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, k, NULL, NULL);
+		for (i = 0; st == VMB_SUCCESS && i < k; i++)
+			locked += entry_status(batch[i]) == VMB_SUCCESS;
 		done += k;
 	}
 	printf("hostcheck: locked %zu of %zu pages (%zu MiB)\n", locked, n,
@@ -756,10 +730,10 @@ static int hold(long mib, long seconds, long touch_wait)
 
 		for (i = 0; i < k; i++)
 			batch[i] = pfn_of(mem + (done + i) * PAGE) << 12;
-		cmd(CMD_BUNLOCK, batch_pfn, k, NULL, NULL);
+		cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, k, NULL, NULL);
 		done += k;
 	}
-	cmd(CMD_START, 0, 0, NULL, NULL);
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
 	printf("hostcheck: unlocked, said goodbye\n");
 	return 0;
 }
@@ -820,7 +794,7 @@ static int fuzz(long n, uint64_t seed)
 		own[k] = pfn_of(pages + k * PAGE);
 	own_huge_page(&huge);
 	for (i = 0; i < n; i++) {
-		struct regs r = { .rax = MAGIC };
+		struct regs r = { .rax = VMB_MAGIC };
 		uint64_t x = rnd();
 
 		r.rcx = x % 16 < 13 ? x % 16 : (uint32_t)rnd();
@@ -828,10 +802,10 @@ static int fuzz(long n, uint64_t seed)
 			r.rax = rnd();
 		else if (rnd() % 8 == 0)
 			r.rax |= rnd() << 32;       /* garbage above EAX */
-		if (r.rcx == CMD_START || r.rcx == CMD_TARGET ||
-		    r.rcx == CMD_GUEST_ID || r.rcx == CMD_DOORBELL)
+		if (r.rcx == VMB_CMD_START || r.rcx == VMB_CMD_GET_TARGET ||
+		    r.rcx == VMB_CMD_GUEST_ID || r.rcx == VMB_CMD_VMCI_DOORBELL_SET)
 			r.rbx = rnd() % 4 ? rnd() % 64 : rnd();
-		else if (r.rcx >= CMD_BLOCK && r.rcx <= CMD_2M_UNLOCK)
+		else if (r.rcx >= VMB_CMD_BATCHED_LOCK && r.rcx <= VMB_CMD_BATCHED_2M_UNLOCK)
 			/* never an own page: its contents would be taken as
 			 * entries naming other memory of the guest */
 			r.rbx = rnd() % 4 ? batch_pfn : fuzz_bad_pfn();
@@ -848,9 +822,9 @@ static int fuzz(long n, uint64_t seed)
 					   (rnd() % 4 ? 0 : rnd() % 4096);
 		call(&r);
 		hist[(uint32_t)r.rax < 9 ? (uint32_t)r.rax :
-		     (uint32_t)r.rax == ST_CAPS ? 9 : 8]++;
+		     (uint32_t)r.rax == VMB_SUCCESS_WITH_CAPABILITIES ? 9 : 8]++;
 	}
-	cmd(CMD_START, 0, 0, NULL, NULL);
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
 	printf("hostcheck: %ld random calls; statuses: success %lu, "
 	       "cmd-invalid %lu, ppn-invalid %lu, ppn-locked %lu, "
 	       "ppn-unlocked %lu, pinned %lu, reset %lu, other %lu, "
@@ -901,8 +875,8 @@ int main(int argc, char **argv)
 			usage();
 	}
 
-	if (ioperm(PORT, 4, 1) != 0) {
-		printf("Bail out! ioperm(0x%x): %s (run as root)\n", PORT,
+	if (ioperm(VMB_PORT, 4, 1) != 0) {
+		printf("Bail out! ioperm(0x%x): %s (run as root)\n", VMB_PORT,
 		       strerror(errno));
 		return 1;
 	}
@@ -954,7 +928,7 @@ int main(int argc, char **argv)
 	ok(!rdi_clobbered, "RDI is never touched");
 
 	/* goodbye: forget everything we may have left locked */
-	cmd(CMD_START, 0, 0, NULL, NULL);
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
 	printf("1..%d\n", tests);
 	if (failed)
 		diag("%d of %d checks failed", failed, tests);

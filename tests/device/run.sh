@@ -42,12 +42,12 @@ raw() {
 boot() {
 	"$vm" stop "$name" >/dev/null 2>&1 || true
 	"$vm" start "$name" --plain --mem 2G --device-opts "$1" \
-		--file "$root/tests/device/hostcheck.c" >&2 ||
+		--file "$root/tests/device/hostcheck.c" --file "$root/src/wire.h" >&2 ||
 		bail "boot a guest with -device vmware-balloon,$1"
 	# A plain PC loads no balloon driver; make sure, then build the checker.
 	guest 'modprobe -r vmw_balloon 2>/dev/null; ! grep -q "^vmw_balloon " /proc/modules' ||
 		bail "no balloon driver in the guest"
-	guest 'gcc -O2 -Wall -o /root/hostcheck /opt/vmb/hostcheck.c' >&2 ||
+	guest 'gcc -O2 -Wall -I/opt/vmb -o /root/hostcheck /opt/vmb/hostcheck.c' >&2 ||
 		bail "compile hostcheck in the guest"
 }
 

@@ -57,12 +57,12 @@ static u32 host_lock_one(struct sim *s, u64 pfn, bool is_2m, bool lock,
 			 bool single)
 {
 	struct sim_host *h = &s->host;
-	u64 frames = is_2m ? 512 : 1, i;
+	u64 frames = is_2m ? VMB_2M_FRAMES : 1, i;
 	struct sim_frame *f = host_frame(s, pfn);
 
 	if (!f || !host_frame(s, pfn + frames - 1))
 		return VMB_ERROR_PPN_INVALID;
-	if (is_2m && (pfn % 512))
+	if (is_2m && (pfn % VMB_2M_FRAMES))
 		return VMB_ERROR_PPN_INVALID;
 	if (single && pfn > VMB_U32_MAX && !(h->granted & VMB_CAP_64BIT_TARGET)) {
 		h->protocol_errors++;	/* the guest must not even ask */
@@ -104,11 +104,11 @@ static u32 host_batch(struct sim *s, u64 batch_pfn, u64 n, bool is_2m,
 		u64 entry = s->batch[i];
 		u32 status;
 
-		if (entry & 0xfff)	/* status and reserved bits must be 0 */
+		if (entry & (VMB_ENTRY_STATUS_MASK | VMB_ENTRY_RESERVED_MASK))
 			s->host.protocol_errors++;
 		status = host_lock_one(s, entry >> VMB_FRAME_SHIFT, is_2m, lock,
 				       false);
-		entry = (entry & ~0xfffULL) | status;
+		entry = (entry >> VMB_FRAME_SHIFT << VMB_FRAME_SHIFT) | status;
 		if (s->host.entry_garbage)
 			entry ^= 0xabcdULL << VMB_FRAME_SHIFT;
 		s->batch[i] = entry;
@@ -285,8 +285,7 @@ struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 	if (size == VMB_PAGE_2M) {
 		if (s->no_2m)
 			return NULL;
-		for (i = (512 - s->pfn_base % 512) % 512; i + n <= s->nframes;
-		     i += 512)
+		for (i = (n - s->pfn_base % n) % n; i + n <= s->nframes; i += n)
 			if (range_free(s, i, n))
 				return (struct vmb_page *)take(s, i, order);
 		return NULL;
@@ -344,7 +343,7 @@ void vmb_os_page_split(struct vmb_balloon *b, struct vmb_page *page,
 		s->errors++;
 		return;
 	}
-	for (i = 0; i < 512; i++) {
+	for (i = 0; i < VMB_2M_FRAMES; i++) {
 		f[i].head = true;
 		f[i].order = 0;
 		f[i].list = SIM_NO_LIST;
@@ -485,7 +484,7 @@ u64 sim_list_frames(const struct sim *s)
 	for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next)
 		n += 1;
 	for (f = s->lists[VMB_LIST_BALLOON_2M]; f; f = f->next)
-		n += 512;
+		n += VMB_2M_FRAMES;
 	return n;
 }
 
