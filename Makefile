@@ -9,8 +9,10 @@
 #   make image      the Debian guest disk (cached); prints its path
 #   make demo       boot a VMware-like guest and watch it balloon
 #
-# The version is PACKAGE_VERSION in dkms.conf, and nowhere else but
-# debian/changelog, which tests/checks/version.sh compares with it.
+# The version is PACKAGE_VERSION in dkms.conf; Kbuild reads it for
+# MODULE_VERSION. debian/changelog and rpm/vmw-balloon-dkms.spec must repeat
+# it (their formats want it literally): tests/checks/version.sh fails when
+# they disagree.
 
 SHELL := /bin/bash
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$$/\1/p' dkms.conf)

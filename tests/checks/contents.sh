@@ -7,8 +7,7 @@ cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
 deb=build/deb/vmw-balloon-dkms_${version}_all.deb
 rpm=build/rpm/RPMS/noarch/vmw-balloon-dkms-$version-1.noarch.rpm
-[[ -f $deb ]] || make deb >/dev/null
-[[ -f $rpm ]] || make rpm >/dev/null
+make deb rpm >/dev/null	# rebuilt only if a source is newer
 
 srcdir=usr/src/vmw_balloon-$version
 want=$( (echo dkms.conf; echo Kbuild
