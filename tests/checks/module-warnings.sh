@@ -3,7 +3,7 @@
 # warning fails the step.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tests/lib/need-packages make gcc linux-headers-amd64
+tests/lib/need-packages make gcc kmod linux-headers-amd64
 kdir=${KDIR:-$(tests/lib/find-kdir)}
 make -C "$kdir" M="$PWD/src" clean >/dev/null
 log=$(mktemp)
