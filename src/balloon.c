@@ -22,25 +22,6 @@ static enum vmb_list vmb_refused_list(enum vmb_page_size size)
 	return size == VMB_PAGE_2M ? VMB_LIST_REFUSED_2M : VMB_LIST_REFUSED_4K;
 }
 
-static void vmb_list_add(struct vmb_balloon *b, enum vmb_list list,
-			 struct vmb_page *page)
-{
-	vmb_os_list_add(b, list, page);
-	b->list_count[list]++;
-}
-
-static struct vmb_page *vmb_list_pop(struct vmb_balloon *b, enum vmb_list list)
-{
-	struct vmb_page *page;
-
-	if (!b->list_count[list])
-		return NULL;
-	page = vmb_os_list_pop(b, list);
-	if (page)
-		b->list_count[list]--;
-	return page;
-}
-
 static void vmb_warn_once(struct vmb_balloon *b, unsigned int flag,
 			  const char *msg)
 {
@@ -72,7 +53,7 @@ static void vmb_release_list(struct vmb_balloon *b, enum vmb_list list,
 {
 	struct vmb_page *page;
 
-	while ((page = vmb_list_pop(b, list))) {
+	while ((page = vmb_os_list_pop(b, list))) {
 		vmb_os_page_free(b, page, size);
 		if (stat < VMB_NR_PAGE_STATS)
 			b->page_stats[stat][size]++;
@@ -100,7 +81,7 @@ static void vmb_pop(struct vmb_balloon *b)
 	struct vmb_page *page;
 
 	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
-		while ((page = vmb_list_pop(b, vmb_balloon_list(size)))) {
+		while ((page = vmb_os_list_pop(b, vmb_balloon_list(size)))) {
 			vmb_os_page_free(b, page, size);
 			b->page_stats[VMB_PAGE_STAT_FREE][size]++;
 			b->size -= vmb_frames_per_page(size);
@@ -220,10 +201,10 @@ static u32 vmb_lock_chunk(struct vmb_balloon *b, enum vmb_page_size size,
 
 	for (i = 0; i < n; i++) {
 		if (vmb_page_status(b, i, overall) == VMB_SUCCESS) {
-			vmb_list_add(b, vmb_balloon_list(size), b->pages[i]);
+			vmb_os_list_add(b, vmb_balloon_list(size), b->pages[i]);
 			b->size += vmb_frames_per_page(size);
 		} else {
-			vmb_list_add(b, vmb_refused_list(size), b->pages[i]);
+			vmb_os_list_add(b, vmb_refused_list(size), b->pages[i]);
 			b->page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][size]++;
 			(*refused)++;
 		}
@@ -236,10 +217,8 @@ static void vmb_split_refused(struct vmb_balloon *b)
 {
 	struct vmb_page *page;
 
-	while ((page = vmb_list_pop(b, VMB_LIST_REFUSED_2M))) {
+	while ((page = vmb_os_list_pop(b, VMB_LIST_REFUSED_2M)))
 		vmb_os_page_split(b, page, VMB_LIST_SPLIT_4K);
-		b->list_count[VMB_LIST_SPLIT_4K] += vmb_frames_per_page(VMB_PAGE_2M);
-	}
 }
 
 static struct vmb_page *vmb_alloc(struct vmb_balloon *b,
@@ -248,7 +227,7 @@ static struct vmb_page *vmb_alloc(struct vmb_balloon *b,
 	struct vmb_page *page = NULL;
 
 	if (size == VMB_PAGE_4K)
-		page = vmb_list_pop(b, VMB_LIST_SPLIT_4K);
+		page = vmb_os_list_pop(b, VMB_LIST_SPLIT_4K);
 	if (page)
 		return page;
 
@@ -321,7 +300,8 @@ static void vmb_inflate(struct vmb_balloon *b)
 /*
  * Unlock and free up to @frames frames, 4 KiB pages first. Pages the host
  * will not unlock stay in the balloon, and the cycle ends there. A page the
- * host says is not locked is free to go.
+ * host says is not locked is free to go. A list is done when the OS gives
+ * no more pages from it: it may hold some back for migration.
  */
 static void vmb_deflate(struct vmb_balloon *b, u64 frames)
 {
@@ -331,8 +311,7 @@ static void vmb_deflate(struct vmb_balloon *b, u64 frames)
 		enum vmb_list list = vmb_balloon_list(size);
 		u64 per_page = vmb_frames_per_page(size);
 
-		while (frames >= per_page && b->list_count[list] &&
-		       !b->reset_required) {
+		while (frames >= per_page && !b->reset_required) {
 			u64 n_max = frames / per_page;
 			unsigned int n = 0, i, kept = 0;
 			u32 overall;
@@ -340,12 +319,12 @@ static void vmb_deflate(struct vmb_balloon *b, u64 frames)
 			if (n_max > b->batch_max)
 				n_max = b->batch_max;
 			for (n = 0; n < n_max; n++) {
-				b->pages[n] = vmb_list_pop(b, list);
+				b->pages[n] = vmb_os_list_pop(b, list);
 				if (!b->pages[n])
 					break;
 			}
 			if (!n)
-				return;
+				break;	/* the list is exhausted */
 
 			overall = vmb_send_lock_op(b, size, n, false);
 			for (i = 0; i < n; i++) {
@@ -358,7 +337,7 @@ static void vmb_deflate(struct vmb_balloon *b, u64 frames)
 					b->size -= per_page;
 					frames -= per_page;
 				} else {
-					vmb_list_add(b, list, b->pages[i]);
+					vmb_os_list_add(b, list, b->pages[i]);
 					kept++;
 				}
 			}

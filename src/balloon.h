@@ -41,8 +41,8 @@ enum vmb_page_stat {
  * @caps: capabilities the host granted at the last START
  * @target: last target the host sent, in 4 KiB frames
  * @reset_required: the host asked for a reset (or none was done yet)
- * @size: frames the host holds locked for us
- * @list_count: pages on each &enum vmb_list
+ * @size: frames the host holds locked for us: the pages on the OS's balloon
+ *	lists, plus any the OS has taken off them for migration
  * @max_size: the largest page size the protocol allows
  * @batch_max: pages per lock command: 512 batched, 1 single-page, 0 none
  * @batch: the batch page (also the per-page scratch in single-page mode)
@@ -62,7 +62,6 @@ struct vmb_balloon {
 	bool reset_required;
 
 	u64 size;
-	u64 list_count[VMB_NR_LISTS];
 	enum vmb_page_size max_size;
 	unsigned int batch_max;
 	u64 *batch;

@@ -2,9 +2,12 @@
 /*
  * What the OS-independent balloon core needs from the system it runs on.
  *
- * linux_glue.c implements these for the kernel; tests/unit/sim_os.c
+ * linux_glue.c implements these for the kernel; tests/unit/sim.c
  * implements them against simulated RAM and a simulated host, which is what
  * lets the core run under ASan and UBSan in userspace.
+ *
+ * The OS owns the pages and the lists they sit on; the core owns the
+ * decisions, the commands and the counts (the balloon's size among them).
  */
 #ifndef VMB_OS_H
 #define VMB_OS_H
@@ -19,8 +22,11 @@ struct vmb_page;
 
 /*
  * The lists a page can be on. The core decides which list a page belongs
- * to and keeps the counts; the OS decides how the lists are stored.
- * Pages on the balloon lists are locked by the host (PG_offline in Linux).
+ * to; the OS stores the lists and may keep its own counts. Pages on the
+ * balloon lists are locked by the host (PG_offline in Linux). The OS may
+ * take a 4 KiB balloon page off its list at any time to migrate it (see
+ * vmb_migrate()); the core does not count what is on a list, so such a
+ * page is simply not found there.
  */
 enum vmb_list {
 	VMB_LIST_BALLOON_4K,
@@ -86,7 +92,8 @@ u64 vmb_os_page_pfn(struct vmb_balloon *b, struct vmb_page *page);
  * vmb_os_page_split() - split a 2 MiB page into 512 pages of 4 KiB
  * @b: the balloon
  * @page: a 2 MiB page that is on no list
- * @to: the list every 4 KiB piece is added to
+ * @to: the list every 4 KiB piece is added to (never a balloon list), by
+ *	the OS itself: the core does not count them
  */
 void vmb_os_page_split(struct vmb_balloon *b, struct vmb_page *page,
 		       enum vmb_list to);
@@ -105,7 +112,9 @@ void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
  * @b: the balloon
  * @list: the list
  *
- * Return: a page, or NULL when the list is empty.
+ * Return: a page, or NULL when the list has none to give: it is empty, or
+ * the OS has taken every page on it away for the moment. NULL is the only
+ * way the core learns that a list is exhausted.
  */
 struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list);
 
