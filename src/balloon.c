@@ -369,6 +369,57 @@ static void vmb_change(struct vmb_balloon *b)
 }
 
 /**
+ * vmb_migrate() - move one ballooned 4 KiB page's lock to another page
+ * @b: the balloon
+ * @old_page: a 4 KiB balloon page the OS has taken off its balloon list
+ * @new_page: a fresh 4 KiB page to balloon in its place
+ *
+ * The OS calls this to move a ballooned page out of the way (to compact
+ * memory), serialised with vmb_work() like every other call into the core.
+ * The host unlocks @old_page, then locks @new_page, each in the same way
+ * as deflation and inflation do. Neither page goes on or off a list here,
+ * and neither is freed: what becomes of them is the OS's business, from
+ * the result. The balloon's size and statistics follow the result.
+ *
+ * A page the OS holds off its list stays counted in the size, a reset
+ * included: a reset frees only what is on the lists. Migrated after the
+ * reset, it is simply locked again (the host answers PPN_UNLOCKED to the
+ * unlock); put back on the list, it counts as ballooned though the host
+ * does not hold it, until a deflation frees it (again on PPN_UNLOCKED).
+ *
+ * Return: %VMB_MIGRATE_BUSY if nothing changed (no connection, or the host
+ * did not unlock @old_page), %VMB_MIGRATE_DONE if @new_page took its place,
+ * %VMB_MIGRATE_OLD_ONLY if @old_page left the balloon but the host did not
+ * take @new_page.
+ */
+enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
+				    struct vmb_page *old_page,
+				    struct vmb_page *new_page)
+{
+	u32 status;
+
+	if (b->reset_required || !b->batch_max)
+		return VMB_MIGRATE_BUSY;
+
+	b->pages[0] = old_page;
+	status = vmb_send_lock_op(b, VMB_PAGE_4K, 1, false);
+	if (!vmb_page_unlocked(b, 0, status))
+		return VMB_MIGRATE_BUSY;
+
+	b->pages[0] = new_page;
+	status = vmb_send_lock_op(b, VMB_PAGE_4K, 1, true);
+	if (vmb_page_status(b, 0, status) == VMB_SUCCESS) {
+		b->stats[VMB_STAT_MIGRATE]++;
+		return VMB_MIGRATE_DONE;
+	}
+
+	/* A RESET here leaves reset_required set: the next cycle handles it. */
+	b->page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K]++;
+	b->size -= vmb_frames_per_page(VMB_PAGE_4K);
+	return VMB_MIGRATE_OLD_ONLY;
+}
+
+/**
  * vmb_work() - one cycle of the balloon
  * @b: the balloon
  * @doorbell: the host rang the doorbell since the last cycle
@@ -406,7 +457,7 @@ void vmb_shutdown(struct vmb_balloon *b)
 	vmb_pop(b);
 }
 
-static const char * const vmb_stat_names[VMB_NR_STATS] = {
+static const char * const vmb_stat_names[VMB_NR_SHOWN_STATS] = {
 	[VMB_STAT_TIMER]	= "timer",
 	[VMB_STAT_DOORBELL]	= "doorbell",
 	[VMB_STAT_RESET]	= "reset",
@@ -464,7 +515,7 @@ void vmb_stats_show(const struct vmb_balloon *b, vmb_emit_fn emit, void *ctx)
 		emit(ctx, line);
 	}
 
-	for (i = 0; i < VMB_NR_STATS; i++)
+	for (i = 0; i < VMB_NR_SHOWN_STATS; i++)
 		vmb_emit_value(emit, ctx, vmb_stat_names[i], b->stats[i], false);
 
 	for (i = 0; i < VMB_NR_PAGE_STATS; i++) {

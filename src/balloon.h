@@ -23,6 +23,9 @@ enum vmb_stat {
 	VMB_STAT_RESET,		/* resets completed */
 	VMB_STAT_SHRINK,	/* kept for upstream's format; always 0 */
 	VMB_STAT_SHRINK_FREE,
+	VMB_NR_SHOWN_STATS,	/* the ones above are upstream's debugfs lines */
+	/* pages migrated: not shown, the kernel counts balloon_migrate */
+	VMB_STAT_MIGRATE = VMB_NR_SHOWN_STATS,
 	VMB_NR_STATS
 };
 
@@ -86,6 +89,24 @@ void vmb_work(struct vmb_balloon *b, bool doorbell);
 void vmb_stop_doorbell(struct vmb_balloon *b);
 void vmb_shutdown(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);
+
+/**
+ * enum vmb_migrate_result - what vmb_migrate() did
+ * @VMB_MIGRATE_DONE: the old page is unlocked and the new one locked: the
+ *	new page takes the old one's place in the balloon
+ * @VMB_MIGRATE_OLD_ONLY: the old page is unlocked but the host refused the
+ *	new one: both leave the balloon, which is one frame smaller
+ * @VMB_MIGRATE_BUSY: nothing changed: the old page is still ballooned
+ */
+enum vmb_migrate_result {
+	VMB_MIGRATE_DONE,
+	VMB_MIGRATE_OLD_ONLY,
+	VMB_MIGRATE_BUSY,
+};
+
+enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
+				    struct vmb_page *old_page,
+				    struct vmb_page *new_page);
 
 typedef void (*vmb_emit_fn)(void *ctx, const char *line);
 void vmb_stats_show(const struct vmb_balloon *b, vmb_emit_fn emit, void *ctx);

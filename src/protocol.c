@@ -229,6 +229,31 @@ u32 vmb_page_status(const struct vmb_balloon *b, unsigned int i, u32 overall)
 }
 
 /**
+ * vmb_page_unlocked() - is a page of the last unlock chunk free to go?
+ * @b: the balloon
+ * @i: the page's index in the chunk
+ * @overall: the status vmb_send_lock_op() returned
+ *
+ * It is when the host unlocked it, or says it did not hold it
+ * (PPN_UNLOCKED). Only the page's own status counts: in a batch, its entry
+ * of a command that succeeded as a whole; in single-page mode, the
+ * command's status, which is that one page's. A batch that failed as a
+ * whole unlocked nothing, whatever status it failed with.
+ *
+ * Return: true if the host no longer holds the page.
+ */
+bool vmb_page_unlocked(const struct vmb_balloon *b, unsigned int i,
+		       u32 overall)
+{
+	u32 status;
+
+	if ((b->caps & VMB_CAP_BATCHED) && overall != VMB_SUCCESS)
+		return false;
+	status = vmb_page_status(b, i, overall);
+	return status == VMB_SUCCESS || status == VMB_ERROR_PPN_UNLOCKED;
+}
+
+/**
  * vmb_lock_op_failed() - did a lock or unlock command fail as a whole?
  * @b: the balloon
  * @overall: the status vmb_send_lock_op() returned

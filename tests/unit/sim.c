@@ -185,6 +185,10 @@ static u32 host_call(struct sim *s, u32 cmd, u64 a1, u64 a2, u64 *rbx,
 		h->fail_on_cmd = -1;
 		return VMB_FAILURE;
 	}
+	if (h->status_on_cmd == (int)cmd) {
+		h->status_on_cmd = -1;
+		return h->status_once;
+	}
 	if (cmd >= VMB_CMD_NUM || cmd == 5 || !host_granted(h, cmd))
 		return VMB_ERROR_CMD_INVALID;
 
@@ -273,6 +277,21 @@ static struct sim_frame *take(struct sim *s, u64 first, unsigned int order)
 	return &s->frames[first];
 }
 
+static struct sim_frame *alloc_4k(struct sim *s)
+{
+	u64 i;
+
+	if (s->allocated + 1 > s->alloc_limit)
+		return NULL;
+	/* like a real allocator, hand back the page freed last */
+	if (s->last_freed < s->nframes && range_free(s, s->last_freed, 1))
+		return take(s, s->last_freed, 0);
+	for (i = 0; i < s->nframes; i++)
+		if (s->frames[i].state == SIM_FREE)
+			return take(s, i, 0);
+	return NULL;
+}
+
 struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 				   enum vmb_page_size size)
 {
@@ -292,13 +311,7 @@ struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 	}
 	if (s->fail_4k_after && ++s->n_4k_allocs > s->fail_4k_after)
 		return NULL;
-	/* like a real allocator, hand back the page freed last */
-	if (s->last_freed < s->nframes && range_free(s, s->last_freed, 1))
-		return (struct vmb_page *)take(s, s->last_freed, 0);
-	for (i = 0; i < s->nframes; i++)
-		if (s->frames[i].state == SIM_FREE)
-			return (struct vmb_page *)take(s, i, 0);
-	return NULL;
+	return (struct vmb_page *)alloc_4k(s);
 }
 
 void vmb_os_page_free(struct vmb_balloon *b, struct vmb_page *page,
@@ -309,7 +322,8 @@ void vmb_os_page_free(struct vmb_balloon *b, struct vmb_page *page,
 	unsigned int order = vmb_page_sizes[size].order;
 	u64 first = frame_index(s, f), i;
 
-	if (!f->head || f->order != order || f->list != SIM_NO_LIST) {
+	if (!f->head || f->order != order || f->list != SIM_NO_LIST ||
+	    f->isolated) {
 		s->errors++;
 		return;
 	}
@@ -357,7 +371,8 @@ void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
 	struct sim *s = to_sim(b);
 	struct sim_frame *f = to_frame(page);
 
-	if (f->list != SIM_NO_LIST || !f->head || f->state != SIM_ALLOCATED) {
+	if (f->list != SIM_NO_LIST || !f->head || f->state != SIM_ALLOCATED ||
+	    f->isolated) {
 		s->errors++;
 		return;
 	}
@@ -451,6 +466,7 @@ void sim_init(struct sim *s, const struct sim_config *cfg)
 	s->host.reset_on_cmd = -1;
 	s->host.busy_on_cmd = -1;
 	s->host.fail_on_cmd = -1;
+	s->host.status_on_cmd = -1;
 	s->host.refuse_status = VMB_ERROR_PPN_PINNED;
 	s->host.doorbell_status = VMB_SUCCESS;
 
@@ -488,6 +504,92 @@ u64 sim_list_frames(const struct sim *s)
 	return n;
 }
 
+/* Frames the OS has taken off the balloon list to migrate them. */
+u64 sim_isolated_frames(const struct sim *s)
+{
+	u64 i, n = 0;
+
+	for (i = 0; i < s->nframes; i++)
+		n += s->frames[i].isolated;
+	return n;
+}
+
+/*
+ * What Linux's compaction does first: take the @nth page of the 4 KiB
+ * balloon list off it (the list's own lock is all it needs; the balloon's
+ * worker may be running). NULL if the list is shorter.
+ */
+struct sim_frame *sim_isolate(struct sim *s, unsigned int nth)
+{
+	struct sim_frame **link = &s->lists[VMB_LIST_BALLOON_4K], *f;
+
+	while (*link && nth--)
+		link = &(*link)->next;
+	f = *link;
+	if (!f)
+		return NULL;
+	*link = f->next;
+	f->next = NULL;
+	f->list = SIM_NO_LIST;
+	f->isolated = true;
+	return f;
+}
+
+/* Migration gave up: the page goes back on the balloon list. */
+void sim_putback(struct sim *s, struct sim_frame *f)
+{
+	if (!f->isolated) {
+		s->errors++;
+		return;
+	}
+	f->isolated = false;
+	f->list = VMB_LIST_BALLOON_4K;
+	f->next = s->lists[VMB_LIST_BALLOON_4K];
+	s->lists[VMB_LIST_BALLOON_4K] = f;
+}
+
+/*
+ * Migrate an isolated page as Linux does: a new page from the allocator,
+ * the driver's migrate call, then by its result the new page joins the
+ * balloon list and the old one is freed (DONE), both are freed
+ * (OLD_ONLY), or the old one goes back and the new one is freed (BUSY).
+ * Both pages are marked isolated during the call, so the core touching
+ * them through the list or free hooks counts as an error.
+ */
+enum vmb_migrate_result sim_migrate(struct sim *s, struct sim_frame *old)
+{
+	struct sim_frame *new = alloc_4k(s);
+	enum vmb_migrate_result r;
+
+	if (!new) {
+		sim_putback(s, old);
+		return VMB_MIGRATE_BUSY;
+	}
+	new->isolated = true;
+	r = vmb_migrate(&s->b, (struct vmb_page *)old, (struct vmb_page *)new);
+	new->isolated = false;
+	if (r <= VMB_MIGRATE_BUSY)
+		s->migrations[r]++;
+	switch (r) {
+	case VMB_MIGRATE_DONE:
+		old->isolated = false;
+		vmb_os_page_free(&s->b, (struct vmb_page *)old, VMB_PAGE_4K);
+		new->isolated = true;
+		sim_putback(s, new);
+		break;
+	case VMB_MIGRATE_OLD_ONLY:
+		old->isolated = false;
+		vmb_os_page_free(&s->b, (struct vmb_page *)old, VMB_PAGE_4K);
+		vmb_os_page_free(&s->b, (struct vmb_page *)new, VMB_PAGE_4K);
+		break;
+	default:
+		sim_putback(s, old);
+		vmb_os_page_free(&s->b, (struct vmb_page *)new, VMB_PAGE_4K);
+		break;
+	}
+	return r;
+}
+
 unsigned int sim_log_count(const struct sim *s, const char *needle)
 {
 	unsigned int i, n = 0;
@@ -499,13 +601,14 @@ unsigned int sim_log_count(const struct sim *s, const char *needle)
 }
 
 /*
- * Between cycles: the balloon's size is what its lists hold, nothing else
- * is allocated (refused pages were freed), and, unless a reset is pending,
- * the host holds exactly those frames.
+ * Between cycles: the balloon's size is what its lists hold plus what is
+ * isolated for migration, nothing else is allocated (refused pages were
+ * freed), and, unless a reset is pending, the host holds exactly those
+ * frames.
  */
 bool sim_consistent(const struct sim *s, char *why, size_t len)
 {
-	u64 listed = sim_list_frames(s);
+	u64 listed = sim_list_frames(s) + sim_isolated_frames(s);
 
 	if (s->errors || s->freed_while_locked || s->host.protocol_errors) {
 		snprintf(why, len, "errors %u, freed while locked %u, protocol errors %u",
@@ -513,7 +616,7 @@ bool sim_consistent(const struct sim *s, char *why, size_t len)
 		return false;
 	}
 	if (listed != s->b.size || s->allocated != s->b.size) {
-		snprintf(why, len, "size %llu, listed %llu, allocated %llu",
+		snprintf(why, len, "size %llu, listed+isolated %llu, allocated %llu",
 			 (unsigned long long)s->b.size,
 			 (unsigned long long)listed,
 			 (unsigned long long)s->allocated);

@@ -22,6 +22,7 @@ struct sim_frame {
 	bool head;		/* first frame of an allocation */
 	bool locked;		/* the host holds it */
 	bool locked_2m_head;	/* locked as the head of a 2 MiB entry */
+	bool isolated;		/* taken off the balloon list for migration */
 };
 
 /* The host's side: what a hypervisor would keep, plus fault injection. */
@@ -42,6 +43,8 @@ struct sim_host {
 	int reset_on_cmd;	/* answer RESET to this command once; -1 off */
 	int busy_on_cmd;	/* answer BUSY to this command once; -1 off */
 	int fail_on_cmd;	/* answer FAILURE to this command once; -1 off */
+	int status_on_cmd;	/* answer status_once to this command once */
+	u32 status_once;
 	unsigned int fail_start;	/* next N STARTs fail */
 	unsigned int refuse_every;	/* refuse every Nth PFN to lock */
 	u32 refuse_status;
@@ -85,6 +88,8 @@ struct sim {
 	char log[SIM_MAX_LOG][128];
 	unsigned int n_log;
 
+	unsigned int migrations[VMB_MIGRATE_BUSY + 1];	/* by result */
+
 	unsigned int errors;	/* misuse of the OS hooks */
 	unsigned int freed_while_locked;
 
@@ -105,6 +110,10 @@ void sim_cycle(struct sim *s);
 void sim_host_restart(struct sim *s);
 void sim_cycles(struct sim *s, unsigned int n);
 u64 sim_list_frames(const struct sim *s);
+u64 sim_isolated_frames(const struct sim *s);
+struct sim_frame *sim_isolate(struct sim *s, unsigned int nth);
+void sim_putback(struct sim *s, struct sim_frame *f);
+enum vmb_migrate_result sim_migrate(struct sim *s, struct sim_frame *old);
 unsigned int sim_log_count(const struct sim *s, const char *needle);
 bool sim_consistent(const struct sim *s, char *why, size_t len);
 

@@ -634,6 +634,287 @@ static void test_scribbled_entries(void)
 	shutdown_and_check(s, "scribbled entries");
 }
 
+static u64 host_calls(const struct sim *s)
+{
+	u64 n = 0;
+	unsigned int i;
+
+	for (i = 0; i <= VMB_CMD_NUM; i++)
+		n += s->host.calls[i];
+	return n;
+}
+
+/* Isolate a 4 KiB balloon page and migrate it; checks the common ground. */
+static enum vmb_migrate_result migrate_one(struct sim *s, const char *what)
+{
+	struct sim_frame *old = sim_isolate(s, 3);
+	u64 size = s->b.size;
+	enum vmb_migrate_result r;
+
+	if (!tap_ok(old != NULL, "%s: a page to migrate", what))
+		return VMB_MIGRATE_BUSY;
+	r = sim_migrate(s, old);
+	tap_eq(s->b.size, size - (r == VMB_MIGRATE_OLD_ONLY),
+	       "%s: size follows the result", what);
+	tap_eq(s->errors, 0, "%s: neither page listed nor freed by the core",
+	       what);
+	return r;
+}
+
+/* Each outcome of a migration, batched and single-page. */
+static void test_migrate_outcomes(void)
+{
+	static const u32 modes[] = { 0x0e, 0x02 };
+	unsigned int m;
+
+	for (m = 0; m < 2; m++) {
+		u32 caps = modes[m];
+		bool batched = caps & VMB_CAP_BATCHED;
+		enum vmb_cmd unlock = batched ? VMB_CMD_BATCHED_UNLOCK : VMB_CMD_UNLOCK;
+		enum vmb_cmd lock = batched ? VMB_CMD_BATCHED_LOCK : VMB_CMD_LOCK;
+		struct sim *s = setup(caps);
+		u64 frees, unlocks, locks;
+		struct sim_frame *f;
+		char what[80];
+
+		snprintf(what, sizeof(what), "migrate, caps %#x", caps);
+		s->host.target = 1000;
+		sim_cycle(s);
+		check_consistent(s, what);
+
+		unlocks = s->host.calls[unlock];
+		locks = s->host.calls[lock];
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_DONE, "%s: DONE", what);
+		tap_eq(s->host.calls[unlock], unlocks + 1, "%s: one %s", what,
+		       vmb_cmd_names[unlock]);
+		tap_eq(s->host.calls[lock], locks + 1, "%s: one %s", what,
+		       vmb_cmd_names[lock]);
+		tap_eq(s->b.stats[VMB_STAT_MIGRATE], 1, "%s: counted", what);
+		check_consistent(s, what);
+
+		/* the host will not unlock the old page */
+		snprintf(what, sizeof(what), "migrate, caps %#x, unlock refused",
+			 caps);
+		s->host.refuse_unlock = VMB_ERROR_PPN_PINNED;
+		locks = s->host.calls[lock];
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_BUSY, "%s: BUSY", what);
+		tap_eq(s->host.calls[lock], locks, "%s: no LOCK", what);
+		s->host.refuse_unlock = 0;
+		check_consistent(s, what);
+
+		/* the host refuses the new page */
+		snprintf(what, sizeof(what), "migrate, caps %#x, lock refused",
+			 caps);
+		s->host.refuse_every = 1;
+		frees = s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K];
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_OLD_ONLY, "%s: OLD_ONLY",
+		       what);
+		tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K],
+		       frees + 1, "%s: counted as a 4k free", what);
+		tap_eq(s->b.stats[VMB_STAT_MIGRATE], 1, "%s: not a migration",
+		       what);
+		s->host.refuse_every = 0;
+		check_consistent(s, what);
+
+		/* the host does not hold the old page: free to go */
+		snprintf(what, sizeof(what), "migrate, caps %#x, old not held",
+			 caps);
+		f = s->lists[VMB_LIST_BALLOON_4K];
+		f = f->next->next->next;	/* the one migrate_one takes */
+		f->locked = false;
+		s->host.locked_frames--;
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_DONE, "%s: DONE", what);
+		check_consistent(s, what);
+
+		/* the unlock command fails as a whole */
+		snprintf(what, sizeof(what), "migrate, caps %#x, unlock BUSY",
+			 caps);
+		s->host.busy_on_cmd = unlock;
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_BUSY, "%s: BUSY", what);
+		check_consistent(s, what);
+
+		/* RESET on the unlock: nothing changed, the next cycle resets */
+		snprintf(what, sizeof(what), "migrate, caps %#x, RESET on unlock",
+			 caps);
+		s->host.reset_on_cmd = unlock;
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_BUSY, "%s: BUSY", what);
+		tap_ok(s->b.reset_required, "%s: reset pending", what);
+		unlocks = host_calls(s);
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_BUSY,
+		       "%s: BUSY while the reset is pending", what);
+		tap_eq(host_calls(s), unlocks, "%s: no hypercall meanwhile", what);
+		sim_cycles(s, 2);
+		tap_eq(s->b.size, 1000, "%s: back at target", what);
+		check_consistent(s, what);
+
+		/* RESET on the lock: the old page is gone, the reset follows */
+		snprintf(what, sizeof(what), "migrate, caps %#x, RESET on lock",
+			 caps);
+		s->host.reset_on_cmd = lock;
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_OLD_ONLY, "%s: OLD_ONLY",
+		       what);
+		tap_ok(s->b.reset_required, "%s: reset pending", what);
+		sim_cycles(s, 2);
+		tap_eq(s->b.size, 1000, "%s: back at target", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
+/* Before the first START, and with a host that grants nothing: BUSY. */
+static void test_migrate_no_connection(void)
+{
+	struct sim *s = setup(0x0e);
+	struct sim_frame *f;
+
+	/* a page of the OS's own, as if ballooned: never reaches the host */
+	f = (struct sim_frame *)vmb_os_page_alloc(&s->b, VMB_PAGE_4K);
+	f->isolated = true;
+	tap_eq(vmb_migrate(&s->b, (struct vmb_page *)f,
+			   (struct vmb_page *)(f + 1)), VMB_MIGRATE_BUSY,
+	       "migrate before the first START: BUSY");
+	tap_eq(host_calls(s), 0, "migrate before the first START: no hypercall");
+	f->isolated = false;
+	vmb_os_page_free(&s->b, (struct vmb_page *)f, VMB_PAGE_4K);
+	sim_destroy(s);
+
+	s = setup(0x00);
+	sim_cycle(s);
+	f = (struct sim_frame *)vmb_os_page_alloc(&s->b, VMB_PAGE_4K);
+	tap_eq(vmb_migrate(&s->b, (struct vmb_page *)f,
+			   (struct vmb_page *)(f + 1)), VMB_MIGRATE_BUSY,
+	       "migrate, nothing granted: BUSY");
+	tap_eq(lock_calls(s) + unlock_calls(s), 0,
+	       "migrate, nothing granted: no lock or unlock");
+	vmb_os_page_free(&s->b, (struct vmb_page *)f, VMB_PAGE_4K);
+	shutdown_and_check(s, "migrate, nothing granted");
+}
+
+/* A page isolated while the balloon resets stays counted until it returns. */
+static void test_migrate_across_reset(void)
+{
+	struct sim *s = setup(0x06);
+	struct sim_frame *f;
+
+	s->host.target = 1000;
+	sim_cycle(s);
+	f = sim_isolate(s, 0);
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	s->host.target = 600;
+	sim_cycles(s, 2);
+	tap_eq(s->b.size, 600, "isolated across a reset: balloon at target");
+	tap_eq(s->host.locked_frames, 599,
+	       "isolated across a reset: the host no longer holds it");
+	tap_eq(sim_migrate(s, f), VMB_MIGRATE_DONE,
+	       "isolated across a reset: migrated afterwards");
+	check_consistent(s, "isolated across a reset, then migrated");
+
+	f = sim_isolate(s, 0);
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	sim_cycles(s, 2);
+	sim_putback(s, f);
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "isolated across a reset, put back: freed by deflation");
+	check_consistent(s, "isolated across a reset, put back");
+	shutdown_and_check(s, "isolated across a reset");
+}
+
+static u64 rnd_state = 12345;
+
+static unsigned int rnd(unsigned int n)
+{
+	rnd_state = rnd_state * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (unsigned int)(rnd_state >> 33) % n;
+}
+
+/*
+ * Migrations interleaved with cycles, as compaction runs beside the
+ * worker: pages isolated, migrated or put back while the balloon inflates
+ * and deflates, with the host now and then refusing. After every step the
+ * size is what the lists and the isolated pages hold, and what the host
+ * holds.
+ */
+static void test_migrate_interleaved(void)
+{
+	static const u32 modes[] = { 0x0e, 0x06, 0x02 };
+	unsigned int m;
+
+	for (m = 0; m < 3; m++) {
+		struct sim *s = setup(modes[m]);
+		struct sim_frame *isolated[8];
+		unsigned int n_isolated = 0, step, bad_step = 0, migrated = 0;
+		char what[64], why[160] = "";
+
+		snprintf(what, sizeof(what), "interleaved migration, caps %#x",
+			 modes[m]);
+		s->host.target = 3000;
+		sim_cycle(s);
+		for (step = 1; step <= 400 && !bad_step; step++) {
+			unsigned int i;
+
+			switch (rnd(7)) {
+			case 0:
+				s->host.target = rnd(5000);
+				sim_cycle(s);
+				break;
+			case 1:
+				sim_cycle(s);
+				break;
+			case 2:
+			case 3:
+				if (n_isolated < 8) {
+					isolated[n_isolated] =
+						sim_isolate(s, rnd(50));
+					if (isolated[n_isolated])
+						n_isolated++;
+				}
+				break;
+			case 4:
+				if (!n_isolated)
+					break;
+				i = rnd(n_isolated);
+				if (sim_migrate(s, isolated[i]) ==
+				    VMB_MIGRATE_DONE)
+					migrated++;
+				isolated[i] = isolated[--n_isolated];
+				break;
+			case 5:
+				if (!n_isolated)
+					break;
+				i = rnd(n_isolated);
+				sim_putback(s, isolated[i]);
+				isolated[i] = isolated[--n_isolated];
+				break;
+			default:
+				s->host.refuse_every = rnd(3) ? 0 : 5;
+				s->host.refuse_unlock = rnd(4) ? 0 :
+							VMB_ERROR_PPN_PINNED;
+				break;
+			}
+			if (!sim_consistent(s, why, sizeof(why)))
+				bad_step = step;
+		}
+		if (!tap_ok(!bad_step, "%s: consistent at every step", what))
+			printf("#   step %u: %s\n", bad_step, why);
+		tap_ok(migrated > 10, "%s: pages migrated (%u)", what, migrated);
+		tap_ok(s->migrations[VMB_MIGRATE_BUSY] > 0 &&
+		       s->migrations[VMB_MIGRATE_OLD_ONLY] > 0,
+		       "%s: every outcome seen", what);
+		tap_eq(s->b.stats[VMB_STAT_MIGRATE], migrated,
+		       "%s: migrations counted", what);
+		while (n_isolated)
+			sim_putback(s, isolated[--n_isolated]);
+		s->host.refuse_every = 0;
+		s->host.refuse_unlock = 0;
+		s->host.target = 0;
+		sim_cycle(s);
+		tap_eq(s->b.size, 0, "%s: deflated to 0", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
 struct lines {
 	char text[40][96];
 	unsigned int n;
@@ -697,6 +978,10 @@ int main(void)
 	test_doorbell();
 	test_scribbled_entries();
 	test_stats_format();
+	test_migrate_outcomes();
+	test_migrate_no_connection();
+	test_migrate_across_reset();
+	test_migrate_interleaved();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);
