@@ -72,8 +72,9 @@ static bool vmb_cmd_returns_target(enum vmb_cmd cmd)
  *
  * Counts the call and its failure, takes the target from a successful
  * command that carries one, and marks a reset as required when the host
- * answers RESET. Without the 64-bit-target capability only the low 32 bits
- * of RBX are the target: a host may leave garbage above them.
+ * answers RESET. Without the 64-bit-target capability a target cannot
+ * exceed 32 bits: a larger one saturates there, since its low 32 bits
+ * could be any smaller number and deflate a balloon the host wants full.
  *
  * Return: the status the host returned in EAX.
  */
@@ -90,8 +91,13 @@ u32 vmb_cmd(struct vmb_balloon *b, enum vmb_cmd cmd, u64 arg1, u64 arg2,
 	    !(cmd == VMB_CMD_START && status == VMB_SUCCESS_WITH_CAPABILITIES))
 		b->cmd_fails[cmd]++;
 
-	if (status == VMB_SUCCESS && vmb_cmd_returns_target(cmd))
-		b->target = (b->caps & VMB_CAP_64BIT_TARGET) ? rbx : (u32)rbx;
+	if (status == VMB_SUCCESS && vmb_cmd_returns_target(cmd)) {
+		u64 target = rbx;
+
+		if (!(b->caps & VMB_CAP_64BIT_TARGET) && target > VMB_U32_MAX)
+			target = VMB_U32_MAX;
+		b->target = target;
+	}
 
 	if (status == VMB_ERROR_RESET)
 		b->reset_required = true;

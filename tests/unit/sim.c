@@ -142,13 +142,13 @@ static u64 host_target(const struct sim_host *h)
 	return h->target < h->last_limit ? h->target : h->last_limit;
 }
 
+/* What RBX carries: without 64-bit, a host clamps to 32 bits. */
 static u64 host_target_reg(const struct sim_host *h, u64 target)
 {
-	if (!(h->granted & VMB_CAP_64BIT_TARGET)) {
-		target &= VMB_U32_MAX;
-		if (h->garbage_high)
-			target |= 0xdead00000000ULL;
-	}
+	if (h->wide_target)
+		return h->target;
+	if (!(h->granted & VMB_CAP_64BIT_TARGET) && target > VMB_U32_MAX)
+		target = VMB_U32_MAX;
 	return target;
 }
 

@@ -30,7 +30,8 @@ struct sim_host {
 	u32 caps;		/* what the host can grant */
 	bool legacy;		/* answers START like a protocol-v2 host */
 	u64 target;		/* frames the host wants ballooned */
-	bool garbage_high;	/* junk above bit 31 of RBX without 64-bit */
+	bool wide_target;	/* all of the target in RBX, even without
+				 * 64-bit and above the guest's limit */
 
 	u32 granted;
 	bool needs_start;	/* after a RESET, until the next START */

@@ -364,21 +364,35 @@ static void test_64bit_target(void)
 	s = setup(0x0e);
 	s->reported_ram = big_ram;
 	s->host.target = big_target;
-	s->host.garbage_high = true;
 	sim_cycle(s);
 	tap_eq(s->host.last_limit, VMB_U32_MAX,
 	       "no 64-bit cap: limit clamped to 32 bits");
 	tap_eq(s->b.target, VMB_U32_MAX,
-	       "no 64-bit cap: target from the low 32 bits of RBX only");
+	       "no 64-bit cap: the host's clamped target taken");
 	check_consistent(s, "no 64-bit cap, huge target");
 	sim_destroy(s);
 
-	s = setup(0x0e);
-	s->host.garbage_high = true;
+	/*
+	 * A host that sends more than 32 bits anyway: the target saturates.
+	 * Its low 32 bits (100) would deflate a balloon the host wants full.
+	 */
+	s = setup(0x06);
+	s->alloc_limit = 2000;
 	s->host.target = 1000;
 	sim_cycle(s);
-	tap_eq(s->b.target, 1000, "no 64-bit cap: junk above bit 31 ignored");
-	tap_eq(s->b.size, 1000, "no 64-bit cap: balloon at target");
+	s->host.wide_target = true;
+	s->host.target = big_target;
+	sim_cycle(s);
+	tap_eq(s->b.target, VMB_U32_MAX,
+	       "no 64-bit cap, wider target: saturates at 32 bits");
+	tap_eq(unlock_calls(s), 0, "no 64-bit cap, wider target: no deflation");
+	tap_eq(s->b.size, 2000,
+	       "no 64-bit cap, wider target: inflates as far as it can");
+	check_consistent(s, "no 64-bit cap, wider target");
+	s->host.target = 1000;
+	sim_cycle(s);
+	tap_eq(s->b.target, 1000, "no 64-bit cap: a 32-bit target taken as is");
+	tap_eq(s->b.size, 1000, "no 64-bit cap: balloon back at target");
 	shutdown_and_check(s, "no 64-bit cap");
 
 	s = setup(0x2e);
