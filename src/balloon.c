@@ -300,7 +300,8 @@ static void vmb_inflate(struct vmb_balloon *b)
 /*
  * Unlock and free up to @frames frames, 4 KiB pages first. Pages the host
  * will not unlock stay in the balloon, and the cycle ends there. A page the
- * host says is not locked is free to go. A list is done when the OS gives
+ * host says is not locked is free to go, but only on its own status: a
+ * batch that failed as a whole unlocked nothing. A list is done when the OS gives
  * no more pages from it: it may hold some back for migration.
  */
 static void vmb_deflate(struct vmb_balloon *b, u64 frames)
@@ -328,10 +329,7 @@ static void vmb_deflate(struct vmb_balloon *b, u64 frames)
 
 			overall = vmb_send_lock_op(b, size, n, false);
 			for (i = 0; i < n; i++) {
-				u32 status = vmb_page_status(b, i, overall);
-
-				if (status == VMB_SUCCESS ||
-				    status == VMB_ERROR_PPN_UNLOCKED) {
+				if (vmb_page_unlocked(b, i, overall)) {
 					vmb_os_page_free(b, b->pages[i], size);
 					b->page_stats[VMB_PAGE_STAT_FREE][size]++;
 					b->size -= per_page;

@@ -223,7 +223,9 @@ u32 vmb_send_lock_op(struct vmb_balloon *b, enum vmb_page_size size,
  * @i: the page's index in the chunk
  * @overall: the status vmb_send_lock_op() returned
  *
- * A failed command fails every page, whatever its entry says.
+ * A failed command fails every page, whatever its entry says: the status
+ * returned is then the command's, which in a batch is not the page's own
+ * (see vmb_page_unlocked()).
  *
  * Return: the page's status.
  */

@@ -584,6 +584,58 @@ static void test_unlock_refusals(void)
 	shutdown_and_check(s, "unlock refusals");
 }
 
+/*
+ * Only a page's own status frees it: a batch failing as a whole with
+ * PPN_UNLOCKED has unlocked nothing. In single-page mode the status is
+ * the page's own, and PPN_UNLOCKED frees it.
+ */
+static void test_unlock_batch_status(void)
+{
+	static const struct {
+		u32 caps;
+		enum vmb_cmd cmd;
+	} cases[] = {
+		{ 0x06, VMB_CMD_BATCHED_UNLOCK },
+		{ 0x0e, VMB_CMD_BATCHED_2M_UNLOCK },
+	};
+	unsigned int i;
+	struct sim *s;
+
+	for (i = 0; i < 2; i++) {
+		char what[64];
+
+		snprintf(what, sizeof(what), "%s answers PPN_UNLOCKED as a whole",
+			 vmb_cmd_names[cases[i].cmd]);
+		s = setup(cases[i].caps);
+		s->host.target = 2048;
+		sim_cycle(s);
+		s->host.status_on_cmd = cases[i].cmd;
+		s->host.status_once = VMB_ERROR_PPN_UNLOCKED;
+		s->host.target = 0;
+		sim_cycle(s);
+		tap_eq(s->host.status_on_cmd, -1, "%s: answered", what);
+		tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K] +
+		       s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_2M], 0,
+		       "%s: no page freed", what);
+		check_consistent(s, what);
+		sim_cycle(s);
+		tap_eq(s->b.size, 0, "%s: deflated next cycle", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+
+	s = setup(0x02);
+	s->host.target = 10;
+	sim_cycle(s);
+	s->lists[VMB_LIST_BALLOON_4K]->locked = false;
+	s->host.locked_frames--;
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "single-page, UNLOCK answers PPN_UNLOCKED: freed");
+	check_consistent(s, "single-page, PPN_UNLOCKED");
+	shutdown_and_check(s, "single-page, PPN_UNLOCKED");
+}
+
 /* The doorbell: set after START, unset on reset and on unload. */
 static void test_doorbell(void)
 {
@@ -989,6 +1041,7 @@ int main(void)
 	test_2m_refused_split();
 	test_alloc_failure();
 	test_unlock_refusals();
+	test_unlock_batch_status();
 	test_doorbell();
 	test_scribbled_entries();
 	test_stats_format();
