@@ -242,8 +242,9 @@ static struct vmb_page *vmb_alloc(struct vmb_balloon *b,
 /*
  * Inflate towards the target in chunks of up to one batch, largest pages
  * first. The cycle ends at the first allocation failure, after too many
- * refusals, when the host fails a whole command, or when it asks for a
- * reset; a 2 MiB failure steps down to 4 KiB instead. There is no rate
+ * refusals in batches, at any refusal in single-page mode, when the host
+ * fails a whole command, or when it asks for a reset; a 2 MiB failure
+ * steps down to 4 KiB instead. There is no rate
  * limit: the allocations themselves give up early under memory pressure.
  */
 static void vmb_inflate(struct vmb_balloon *b)
@@ -282,7 +283,11 @@ static void vmb_inflate(struct vmb_balloon *b)
 
 		if (n)
 			status = vmb_lock_chunk(b, size, n, &refused);
-		if (vmb_lock_op_failed(b, status))
+		/*
+		 * A batch failed as a whole, or in single-page mode the page
+		 * was refused: either way, as upstream does, the cycle ends.
+		 */
+		if (status != VMB_SUCCESS)
 			break;
 
 		if (alloc_failed || refused >= VMB_MAX_REFUSED) {

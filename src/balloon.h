@@ -11,7 +11,7 @@
 #include "protocol.h"
 #include "os.h"
 
-/* Refused pages that end an inflation step (and the cycle at 4 KiB). */
+/* Refused batch entries that end an inflation step (the cycle at 4 KiB). */
 #define VMB_MAX_REFUSED		16
 
 /* No deflation while the balloon is less than 2 MiB above its target. */

@@ -260,25 +260,3 @@ bool vmb_page_unlocked(const struct vmb_balloon *b, unsigned int i,
 	status = vmb_page_status(b, i, overall);
 	return status == VMB_SUCCESS || status == VMB_ERROR_PPN_UNLOCKED;
 }
-
-/**
- * vmb_lock_op_failed() - did a lock or unlock command fail as a whole?
- * @b: the balloon
- * @overall: the status vmb_send_lock_op() returned
- *
- * In single-page mode a page's refusal (PPN_INVALID up to PPN_NOTNEEDED) is
- * the command's status, yet only that page failed. Anything else that is
- * not SUCCESS (FAILURE, RESET, BUSY, an invalid command) means the host
- * could not take the command at all.
- *
- * Return: true if the command failed as a whole.
- */
-bool vmb_lock_op_failed(const struct vmb_balloon *b, u32 overall)
-{
-	if (overall == VMB_SUCCESS)
-		return false;
-	if (!(b->caps & VMB_CAP_BATCHED) &&
-	    overall >= VMB_ERROR_PPN_INVALID && overall <= VMB_ERROR_PPN_NOTNEEDED)
-		return false;
-	return true;
-}

@@ -64,6 +64,5 @@ u32 vmb_page_status(const struct vmb_balloon *b, unsigned int i,
 		    u32 overall);
 bool vmb_page_unlocked(const struct vmb_balloon *b, unsigned int i,
 		       u32 overall);
-bool vmb_lock_op_failed(const struct vmb_balloon *b, u32 overall);
 
 #endif /* VMB_PROTOCOL_H */

@@ -161,7 +161,8 @@ static void test_refusal_statuses(void)
 			       err[VMB_PAGE_4K] == freed[VMB_PAGE_4K],
 			       "%s: refused pages all freed at the end of the cycle",
 			       what);
-			for (cycles = 1; cycles < 100 && s->b.size < 1000; cycles++)
+			/* single-page: a cycle ends at its first refusal */
+			for (cycles = 1; cycles < 1000 && s->b.size < 1000; cycles++)
 				sim_cycle(s);
 			tap_eq(s->b.size, 1000, "%s: target reached over cycles",
 			       what);
@@ -193,11 +194,42 @@ static void test_too_many_refusals(void)
 	s->host.refuse_every = 1;
 	s->host.target = 4000;
 	sim_cycle(s);
-	tap_eq(s->host.calls[VMB_CMD_LOCK], VMB_MAX_REFUSED,
-	       "single-page, all refused: %u LOCKs, then the cycle ends",
-	       VMB_MAX_REFUSED);
+	tap_eq(s->host.calls[VMB_CMD_LOCK], 1,
+	       "single-page, all refused: one LOCK, then the cycle ends");
 	check_consistent(s, "single-page, all refused");
 	shutdown_and_check(s, "single-page, all refused");
+}
+
+/* In single-page mode, like upstream, any refused LOCK ends the cycle. */
+static void test_single_page_refusal_ends_cycle(void)
+{
+	static const u32 statuses[] = {
+		VMB_ERROR_PPN_INVALID, VMB_ERROR_PPN_PINNED,
+		VMB_ERROR_PPN_NOTNEEDED, VMB_ERROR_PPN_LOCKED,
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+		struct sim *s = setup(0x02);
+		char what[64];
+
+		snprintf(what, sizeof(what), "single-page, LOCK refused with %u",
+			 statuses[i]);
+		s->host.refuse_every = 5;
+		s->host.refuse_status = statuses[i];
+		s->host.target = 1000;
+		sim_cycle(s);
+		tap_eq(s->host.calls[VMB_CMD_LOCK], 5,
+		       "%s: the cycle ends at the first refusal", what);
+		tap_eq(s->b.size, 4, "%s: the pages before it ballooned", what);
+		tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_FREE][VMB_PAGE_4K],
+		       1, "%s: the refused page freed at the end", what);
+		check_consistent(s, what);
+		sim_cycle(s);
+		tap_eq(s->b.size, 8, "%s: the next cycle carries on", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
 }
 
 /*
@@ -418,7 +450,7 @@ static void test_high_pfn(void)
 	tap_eq(s->host.calls[VMB_CMD_LOCK], 0,
 	       "high PFN, single-page: no LOCK hypercall");
 	tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][VMB_PAGE_4K],
-	       VMB_MAX_REFUSED, "high PFN, single-page: refused locally");
+	       1, "high PFN, single-page: refused locally, the cycle ends");
 	tap_eq(s->b.size, 0, "high PFN, single-page: nothing ballooned");
 	check_consistent(s, "high PFN, single-page");
 	shutdown_and_check(s, "high PFN, single-page");
@@ -1029,6 +1061,7 @@ int main(void)
 	test_capability_subsets();
 	test_refusal_statuses();
 	test_too_many_refusals();
+	test_single_page_refusal_ends_cycle();
 	test_reset_from_each_command();
 	test_failing_start();
 	test_busy();
