@@ -17,16 +17,12 @@ const struct vmb_page_size_ops vmb_page_sizes[VMB_NR_PAGE_SIZES] = {
 		.order = 0,
 		.batched_lock = VMB_CMD_BATCHED_LOCK,
 		.batched_unlock = VMB_CMD_BATCHED_UNLOCK,
-		.single_lock = VMB_CMD_LOCK,
-		.single_unlock = VMB_CMD_UNLOCK,
 	},
 	[VMB_PAGE_2M] = {
 		.name = "2M",
 		.order = 9,
 		.batched_lock = VMB_CMD_BATCHED_2M_LOCK,
 		.batched_unlock = VMB_CMD_BATCHED_2M_UNLOCK,
-		.single_lock = VMB_CMD_NUM,
-		.single_unlock = VMB_CMD_NUM,
 	},
 };
 
@@ -72,9 +68,11 @@ static bool vmb_cmd_returns_target(enum vmb_cmd cmd)
  *
  * Counts the call and its failure, takes the target from a successful
  * command that carries one, and marks a reset as required when the host
- * answers RESET. Without the 64-bit-target capability a target cannot
- * exceed 32 bits: a larger one saturates there, since its low 32 bits
- * could be any smaller number and deflate a balloon the host wants full.
+ * answers RESET. A command number outside the protocol's table is
+ * answered CMD_INVALID here, never sent nor counted. Without the
+ * 64-bit-target capability a target cannot exceed 32 bits: a larger one
+ * saturates there, since its low 32 bits could be any smaller number and
+ * deflate a balloon the host wants full.
  *
  * Return: the status the host returned in EAX.
  */
@@ -83,6 +81,10 @@ u32 vmb_cmd(struct vmb_balloon *b, enum vmb_cmd cmd, u64 arg1, u64 arg2,
 {
 	u64 rbx = 0, rcx = 0;
 	u32 status;
+
+	/* unsigned: a negative number is out of range too */
+	if ((unsigned int)cmd >= VMB_CMD_NUM)
+		return VMB_ERROR_CMD_INVALID;
 
 	b->cmd_calls[cmd]++;
 	status = vmb_os_backdoor(b, cmd, arg1, arg2, &rbx, &rcx);
@@ -192,7 +194,8 @@ u32 vmb_send_doorbell_set(struct vmb_balloon *b, u64 context, u64 resource)
  * command carries them all; the host writes a status back into each entry.
  * Without it, the single page goes in EBX, and a PFN that does not fit in
  * 32 bits is refused here, without a hypercall, unless the host granted the
- * 64-bit capability.
+ * 64-bit capability. So is a 2 MiB page: there is no single-page command
+ * for one (the core uses them only with batching).
  *
  * Return: the overall status; vmb_page_status() gives each page's.
  */
@@ -210,11 +213,12 @@ u32 vmb_send_lock_op(struct vmb_balloon *b, enum vmb_page_size size,
 		return vmb_cmd(b, lock ? ops->batched_lock : ops->batched_unlock,
 			       b->batch_pfn, n, NULL);
 
+	if (size != VMB_PAGE_4K)
+		return VMB_ERROR_CMD_INVALID;
 	pfn = b->batch[0] >> VMB_FRAME_SHIFT;
 	if (pfn > VMB_U32_MAX && !(b->caps & VMB_CAP_64BIT_TARGET))
 		return VMB_ERROR_PPN_INVALID;
-	return vmb_cmd(b, lock ? ops->single_lock : ops->single_unlock, pfn, 1,
-		       NULL);
+	return vmb_cmd(b, lock ? VMB_CMD_LOCK : VMB_CMD_UNLOCK, pfn, 1, NULL);
 }
 
 /**

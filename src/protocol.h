@@ -25,16 +25,14 @@ enum vmb_page_size {
  * @order: log2 of the number of 4 KiB frames in one page
  * @batched_lock: the batched command that locks pages of this size
  * @batched_unlock: the batched command that unlocks them
- * @single_lock: the single-page lock command, or VMB_CMD_NUM if none
- * @single_unlock: the single-page unlock command, or VMB_CMD_NUM if none
+ *
+ * The single-page commands, LOCK and UNLOCK, exist for 4 KiB pages only.
  */
 struct vmb_page_size_ops {
 	const char *name;
 	unsigned int order;
 	enum vmb_cmd batched_lock;
 	enum vmb_cmd batched_unlock;
-	enum vmb_cmd single_lock;
-	enum vmb_cmd single_unlock;
 };
 
 extern const struct vmb_page_size_ops vmb_page_sizes[VMB_NR_PAGE_SIZES];

@@ -1013,6 +1013,50 @@ static void test_migrate_interleaved(void)
 	}
 }
 
+static u64 core_cmd_calls(const struct sim *s)
+{
+	u64 n = 0;
+	unsigned int i;
+
+	for (i = 0; i < VMB_CMD_NUM; i++)
+		n += s->b.cmd_calls[i] + s->b.cmd_fails[i];
+	return n;
+}
+
+/*
+ * No command number out of range reaches the host or an array: not one
+ * past the table, not a single-page command for a 2 MiB page (there is
+ * none, and 2 MiB pages need batching anyway).
+ */
+static void test_cmd_out_of_range(void)
+{
+	struct sim *s = setup(0x02);
+	struct vmb_page *page;
+	u64 calls, counted;
+	u32 status;
+
+	sim_cycle(s);
+	calls = host_calls(s);
+	counted = core_cmd_calls(s);
+	tap_eq(vmb_cmd(&s->b, VMB_CMD_NUM, 0, 0, NULL), VMB_ERROR_CMD_INVALID,
+	       "command VMB_CMD_NUM: CMD_INVALID");
+	tap_eq(vmb_cmd(&s->b, (enum vmb_cmd)0x7fffffff, 0, 0, NULL),
+	       VMB_ERROR_CMD_INVALID, "command 0x7fffffff: CMD_INVALID");
+	tap_eq(host_calls(s), calls, "commands out of range: no hypercall");
+	tap_eq(core_cmd_calls(s), counted, "commands out of range: not counted");
+
+	page = vmb_os_page_alloc(&s->b, VMB_PAGE_2M);
+	s->b.pages[0] = page;
+	status = vmb_send_lock_op(&s->b, VMB_PAGE_2M, 1, true);
+	tap_ok(status != VMB_SUCCESS, "single-page lock of a 2 MiB page: refused");
+	status = vmb_send_lock_op(&s->b, VMB_PAGE_2M, 1, false);
+	tap_ok(status != VMB_SUCCESS,
+	       "single-page unlock of a 2 MiB page: refused");
+	tap_eq(host_calls(s), calls, "2 MiB page, single-page: no hypercall");
+	vmb_os_page_free(&s->b, page, VMB_PAGE_2M);
+	shutdown_and_check(s, "commands out of range");
+}
+
 struct lines {
 	char text[40][96];
 	unsigned int n;
@@ -1078,6 +1122,7 @@ int main(void)
 	test_doorbell();
 	test_scribbled_entries();
 	test_stats_format();
+	test_cmd_out_of_range();
 	test_migrate_outcomes();
 	test_migrate_no_connection();
 	test_migrate_across_reset();
