@@ -22,6 +22,17 @@ static enum vmb_list vmb_refused_list(enum vmb_page_size size)
 	return size == VMB_PAGE_2M ? VMB_LIST_REFUSED_2M : VMB_LIST_REFUSED_4K;
 }
 
+/* The size is read without the lock (debugfs): see platform.h. */
+static void vmb_size_add(struct vmb_balloon *b, u64 frames)
+{
+	VMB_WRITE_ONCE(b->size, b->size + frames);
+}
+
+static void vmb_size_sub(struct vmb_balloon *b, u64 frames)
+{
+	VMB_WRITE_ONCE(b->size, b->size - frames);
+}
+
 static void vmb_warn_once(struct vmb_balloon *b, unsigned int flag,
 			  const char *msg)
 {
@@ -41,10 +52,10 @@ static void vmb_warn_once(struct vmb_balloon *b, unsigned int flag,
 void vmb_init(struct vmb_balloon *b, u32 requested_caps, u64 *batch,
 	      u64 batch_pfn)
 {
-	b->requested_caps = requested_caps & VMB_CAPS_ALL;
+	VMB_WRITE_ONCE(b->requested_caps, requested_caps & VMB_CAPS_ALL);
 	b->batch = batch;
 	b->batch_pfn = batch_pfn;
-	b->reset_required = true;
+	VMB_WRITE_ONCE(b->reset_required, true);
 }
 
 /* Free every page on a list, counting them under @stat if it is valid. */
@@ -56,7 +67,7 @@ static void vmb_release_list(struct vmb_balloon *b, enum vmb_list list,
 	while ((page = vmb_os_list_pop(b, list))) {
 		vmb_os_page_free(b, page, size);
 		if (stat < VMB_NR_PAGE_STATS)
-			b->page_stats[stat][size]++;
+			vmb_stat_inc(&b->page_stats[stat][size]);
 	}
 }
 
@@ -83,8 +94,8 @@ static void vmb_pop(struct vmb_balloon *b)
 	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
 		while ((page = vmb_os_list_pop(b, vmb_balloon_list(size)))) {
 			vmb_os_page_free(b, page, size);
-			b->page_stats[VMB_PAGE_STAT_FREE][size]++;
-			b->size -= vmb_frames_per_page(size);
+			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
+			vmb_size_sub(b, vmb_frames_per_page(size));
 			vmb_os_yield(b);
 		}
 	}
@@ -163,8 +174,8 @@ static void vmb_reset(struct vmb_balloon *b)
 		return;
 
 	vmb_configure(b);
-	b->reset_required = false;
-	b->stats[VMB_STAT_RESET]++;
+	VMB_WRITE_ONCE(b->reset_required, false);
+	vmb_stat_inc(&b->stats[VMB_STAT_RESET]);
 
 	vmb_start_doorbell(b);
 	if (vmb_send_guest_id(b) != VMB_SUCCESS)
@@ -202,10 +213,10 @@ static u32 vmb_lock_chunk(struct vmb_balloon *b, enum vmb_page_size size,
 	for (i = 0; i < n; i++) {
 		if (vmb_page_status(b, i, overall) == VMB_SUCCESS) {
 			vmb_os_list_add(b, vmb_balloon_list(size), b->pages[i]);
-			b->size += vmb_frames_per_page(size);
+			vmb_size_add(b, vmb_frames_per_page(size));
 		} else {
 			vmb_os_list_add(b, vmb_refused_list(size), b->pages[i]);
-			b->page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][size]++;
+			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][size]);
 			(*refused)++;
 		}
 	}
@@ -233,9 +244,9 @@ static struct vmb_page *vmb_alloc(struct vmb_balloon *b,
 
 	page = vmb_os_page_alloc(b, size);
 	if (page)
-		b->page_stats[VMB_PAGE_STAT_ALLOC][size]++;
+		vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_ALLOC][size]);
 	else
-		b->page_stats[VMB_PAGE_STAT_ALLOC_FAIL][size]++;
+		vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_ALLOC_FAIL][size]);
 	return page;
 }
 
@@ -336,8 +347,8 @@ static void vmb_deflate(struct vmb_balloon *b, u64 frames)
 			for (i = 0; i < n; i++) {
 				if (vmb_page_unlocked(b, i, overall)) {
 					vmb_os_page_free(b, b->pages[i], size);
-					b->page_stats[VMB_PAGE_STAT_FREE][size]++;
-					b->size -= per_page;
+					vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
+					vmb_size_sub(b, per_page);
 					frames -= per_page;
 				} else {
 					vmb_os_list_add(b, list, b->pages[i]);
@@ -412,13 +423,13 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
 	b->pages[0] = new_page;
 	status = vmb_send_lock_op(b, VMB_PAGE_4K, 1, true);
 	if (vmb_page_status(b, 0, status) == VMB_SUCCESS) {
-		b->stats[VMB_STAT_MIGRATE]++;
+		vmb_stat_inc(&b->stats[VMB_STAT_MIGRATE]);
 		return VMB_MIGRATE_DONE;
 	}
 
 	/* A RESET here leaves reset_required set: the next cycle handles it. */
-	b->page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K]++;
-	b->size -= vmb_frames_per_page(VMB_PAGE_4K);
+	vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K]);
+	vmb_size_sub(b, vmb_frames_per_page(VMB_PAGE_4K));
 	return VMB_MIGRATE_OLD_ONLY;
 }
 
@@ -433,9 +444,9 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
  */
 void vmb_work(struct vmb_balloon *b, bool doorbell)
 {
-	b->stats[VMB_STAT_TIMER]++;
+	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
 	if (doorbell)
-		b->stats[VMB_STAT_DOORBELL]++;
+		vmb_stat_inc(&b->stats[VMB_STAT_DOORBELL]);
 
 	if (b->reset_required)
 		vmb_reset(b);
@@ -495,37 +506,48 @@ static void vmb_emit_value(vmb_emit_fn emit, void *ctx, const char *name,
  * @b: the balloon
  * @emit: called with each line, without its newline
  * @ctx: passed to @emit
+ *
+ * Needs no lock, and never waits for a cycle: every field is read whole
+ * (see platform.h), though the lines may come from different moments.
  */
 void vmb_stats_show(const struct vmb_balloon *b, vmb_emit_fn emit, void *ctx)
 {
 	char line[80];
 	int i, j;
 
-	vmb_emit_value(emit, ctx, "balloon capabilities", b->requested_caps, true);
-	vmb_emit_value(emit, ctx, "used capabilities", b->caps, true);
+	vmb_emit_value(emit, ctx, "balloon capabilities",
+		       VMB_READ_ONCE(b->requested_caps), true);
+	vmb_emit_value(emit, ctx, "used capabilities",
+		       VMB_READ_ONCE(b->caps), true);
 	snprintf(line, sizeof(line), "%-22s: %16s", "is resetting",
-		 b->reset_required ? "y" : "n");
+		 VMB_READ_ONCE(b->reset_required) ? "y" : "n");
 	emit(ctx, line);
-	vmb_emit_value(emit, ctx, "target", b->target, false);
-	vmb_emit_value(emit, ctx, "current", b->size, false);
+	vmb_emit_value(emit, ctx, "target", VMB_READ_ONCE(b->target), false);
+	vmb_emit_value(emit, ctx, "current", VMB_READ_ONCE(b->size), false);
 
 	for (i = 0; i < VMB_CMD_NUM; i++) {
+		unsigned long calls, fails;
+
 		if (!vmb_cmd_names[i])
 			continue;
-		snprintf(line, sizeof(line), "%-22s: %16llu (%llu failed)",
-			 vmb_cmd_names[i], (unsigned long long)b->cmd_calls[i],
-			 (unsigned long long)b->cmd_fails[i]);
+		calls = VMB_READ_ONCE(b->cmd_calls[i]);
+		fails = VMB_READ_ONCE(b->cmd_fails[i]);
+		snprintf(line, sizeof(line), "%-22s: %16lu (%lu failed)",
+			 vmb_cmd_names[i], calls, fails);
 		emit(ctx, line);
 	}
 
 	for (i = 0; i < VMB_NR_SHOWN_STATS; i++)
-		vmb_emit_value(emit, ctx, vmb_stat_names[i], b->stats[i], false);
+		vmb_emit_value(emit, ctx, vmb_stat_names[i],
+			       VMB_READ_ONCE(b->stats[i]), false);
 
 	for (i = 0; i < VMB_NR_PAGE_STATS; i++) {
 		for (j = 0; j < VMB_NR_PAGE_SIZES; j++) {
-			snprintf(line, sizeof(line), "%-18s(%s): %16llu",
+			unsigned long count = VMB_READ_ONCE(b->page_stats[i][j]);
+
+			snprintf(line, sizeof(line), "%-18s(%s): %16lu",
 				 vmb_page_stat_names[i], vmb_page_sizes[j].name,
-				 (unsigned long long)b->page_stats[i][j]);
+				 count);
 			emit(ctx, line);
 		}
 	}

@@ -57,6 +57,12 @@ enum vmb_page_stat {
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
  * @page_stats: per page size counters, &enum vmb_page_stat
+ *
+ * Only the holder of the lock that serialises the core writes any field.
+ * Those vmb_stats_show() shows (the capabilities, @reset_required,
+ * @target, @size and the counters) are also read without that lock, so
+ * they are written with VMB_WRITE_ONCE() or vmb_stat_inc() only, and sized
+ * so that no read tears (see platform.h).
  */
 struct vmb_balloon {
 	u32 requested_caps;
@@ -73,10 +79,10 @@ struct vmb_balloon {
 	bool doorbell_set;
 	unsigned int warned;
 
-	u64 cmd_calls[VMB_CMD_NUM];
-	u64 cmd_fails[VMB_CMD_NUM];
-	u64 stats[VMB_NR_STATS];
-	u64 page_stats[VMB_NR_PAGE_STATS][VMB_NR_PAGE_SIZES];
+	unsigned long cmd_calls[VMB_CMD_NUM];
+	unsigned long cmd_fails[VMB_CMD_NUM];
+	unsigned long stats[VMB_NR_STATS];
+	unsigned long page_stats[VMB_NR_PAGE_STATS][VMB_NR_PAGE_SIZES];
 };
 
 #define VMB_WARNED_NO_LOCKING	0x1U

@@ -23,4 +23,39 @@
 
 #define VMB_U32_MAX ((u32)~0U)
 
+/*
+ * Statistics and lockless readers. Every field vmb_stats_show() shows has
+ * one writer, whoever holds the lock that serialises the core, while
+ * debugfs reads them without that lock, at any time. So each write of such
+ * a field is VMB_WRITE_ONCE() and each lockless read VMB_READ_ONCE(): one
+ * whole access each, never torn, merged or invented by the compiler. The
+ * writer reads its own fields plainly, since nothing else writes them.
+ *
+ * Counters are unsigned long, a single machine word even on 32-bit
+ * kernels. The size and the target stay u64: on a 32-bit kernel the
+ * size cannot exceed RAM and the target cannot exceed 32 bits (64-bit
+ * targets are never asked for there), so the upper half of each is
+ * always zero and reading it apart from the lower half tears nothing.
+ *
+ * In the kernel these are READ_ONCE() and WRITE_ONCE(); in userspace,
+ * relaxed atomic accesses, which is what those are and what lets
+ * ThreadSanitizer check the tests.
+ */
+#ifdef __KERNEL__
+#define VMB_READ_ONCE(x)	READ_ONCE(x)
+#define VMB_WRITE_ONCE(x, val)	WRITE_ONCE(x, val)
+#else
+#define VMB_READ_ONCE(x)	__atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define VMB_WRITE_ONCE(x, val)	__atomic_store_n(&(x), (val), __ATOMIC_RELAXED)
+#endif
+
+/**
+ * vmb_stat_inc() - count one event; only the lock holder may
+ * @counter: the statistic
+ */
+static inline void vmb_stat_inc(unsigned long *counter)
+{
+	VMB_WRITE_ONCE(*counter, *counter + 1);
+}
+
 #endif /* VMB_PLATFORM_H */

@@ -86,23 +86,23 @@ u32 vmb_cmd(struct vmb_balloon *b, enum vmb_cmd cmd, u64 arg1, u64 arg2,
 	if ((unsigned int)cmd >= VMB_CMD_NUM)
 		return VMB_ERROR_CMD_INVALID;
 
-	b->cmd_calls[cmd]++;
+	vmb_stat_inc(&b->cmd_calls[cmd]);
 	status = vmb_os_backdoor(b, cmd, arg1, arg2, &rbx, &rcx);
 
 	if (status != VMB_SUCCESS &&
 	    !(cmd == VMB_CMD_START && status == VMB_SUCCESS_WITH_CAPABILITIES))
-		b->cmd_fails[cmd]++;
+		vmb_stat_inc(&b->cmd_fails[cmd]);
 
 	if (status == VMB_SUCCESS && vmb_cmd_returns_target(cmd)) {
 		u64 target = rbx;
 
 		if (!(b->caps & VMB_CAP_64BIT_TARGET) && target > VMB_U32_MAX)
 			target = VMB_U32_MAX;
-		b->target = target;
+		VMB_WRITE_ONCE(b->target, target);
 	}
 
 	if (status == VMB_ERROR_RESET)
-		b->reset_required = true;
+		VMB_WRITE_ONCE(b->reset_required, true);
 
 	if (result)
 		*result = cmd == VMB_CMD_START ? rcx : rbx;
@@ -128,13 +128,13 @@ u32 vmb_send_start(struct vmb_balloon *b, u32 requested)
 	status = vmb_cmd(b, VMB_CMD_START, requested, 0, &granted);
 	switch (status) {
 	case VMB_SUCCESS_WITH_CAPABILITIES:
-		b->caps = (u32)granted & requested;
+		VMB_WRITE_ONCE(b->caps, (u32)granted & requested);
 		break;
 	case VMB_SUCCESS:
-		b->caps = VMB_CAP_BASIC & requested;
+		VMB_WRITE_ONCE(b->caps, VMB_CAP_BASIC & requested);
 		break;
 	default:
-		b->caps = 0;
+		VMB_WRITE_ONCE(b->caps, 0);
 		break;
 	}
 	return status;

@@ -141,7 +141,7 @@ static void test_refusal_statuses(void)
 		for (i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
 			struct sim *s;
 			char what[64];
-			u64 *err, *freed;
+			unsigned long *err, *freed;
 
 			if (caps == 0x02 &&
 			    (statuses[i] < VMB_ERROR_PPN_INVALID ||
