@@ -7,6 +7,7 @@
  * inflates or deflates towards it. This file decides how much, in which
  * page size, and what each of the host's answers means; protocol.c encodes
  * the commands and the OS glue behind os.h allocates and frees the pages.
+ * Between cycles the OS may move a ballooned page with vmb_migrate().
  */
 #include "balloon.h"
 #include "os.h"

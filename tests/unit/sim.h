@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * A simulated guest (RAM of frame descriptors, an allocator, the page
- * lists) and a simulated host (the balloon protocol, with fault injection)
- * for driving the OS-independent balloon core in userspace.
+ * lists, and migration of balloon pages as Linux does it) and a simulated
+ * host (the balloon protocol, with fault injection) for driving the
+ * OS-independent balloon core in userspace.
  */
 #ifndef VMB_SIM_H
 #define VMB_SIM_H
