@@ -600,11 +600,42 @@ unsigned int sim_log_count(const struct sim *s, const char *needle)
 	return n;
 }
 
+/* The host holds exactly the frames ballooned: listed or isolated. */
+static bool host_holds_ballooned(const struct sim *s, char *why, size_t len)
+{
+	bool *ballooned = calloc(s->nframes, sizeof(*ballooned));
+	const struct sim_frame *f;
+	u64 i, j;
+	bool same = true;
+
+	if (!ballooned)
+		abort();
+	for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next)
+		ballooned[frame_index(s, f)] = true;
+	for (f = s->lists[VMB_LIST_BALLOON_2M]; f; f = f->next)
+		for (j = 0; j < VMB_2M_FRAMES; j++)
+			ballooned[frame_index(s, f) + j] = true;
+	for (i = 0; i < s->nframes; i++)
+		if (s->frames[i].isolated)
+			ballooned[i] = true;
+	for (i = 0; i < s->nframes && same; i++) {
+		if (s->frames[i].locked != ballooned[i]) {
+			snprintf(why, len, "frame %llu: %s by the host, %s",
+				 (unsigned long long)i,
+				 s->frames[i].locked ? "locked" : "not locked",
+				 ballooned[i] ? "ballooned" : "not ballooned");
+			same = false;
+		}
+	}
+	free(ballooned);
+	return same;
+}
+
 /*
  * Between cycles: the balloon's size is what its lists hold plus what is
  * isolated for migration, nothing else is allocated (refused pages were
  * freed), and, unless a reset is pending, the host holds exactly those
- * frames.
+ * frames, no more, no fewer, no others.
  */
 bool sim_consistent(const struct sim *s, char *why, size_t len)
 {
@@ -628,5 +659,7 @@ bool sim_consistent(const struct sim *s, char *why, size_t len)
 			 (unsigned long long)s->host.locked_frames);
 		return false;
 	}
+	if (!s->b.reset_required && !host_holds_ballooned(s, why, len))
+		return false;
 	return true;
 }
