@@ -19,13 +19,13 @@ set -eu
 
 make=$1 objtree=$2 probes=$3 out=$4
 shift 4
-outdir=$(dirname "$out")
+# absolute: the kernel's make runs elsewhere (Kbuild may give a relative path)
+outdir=$(cd "$(dirname "$out")" && pwd)
 log=$outdir/vmb_probes.log
-log_abs=$(cd "$outdir" && pwd)/vmb_probes.log
 
 fail() {
 	echo "vmw_balloon: $*" >&2
-	echo "vmw_balloon: the probes' log: $log_abs" >&2
+	echo "vmw_balloon: the probes' log: $log" >&2
 	exit 1
 }
 
