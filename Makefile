@@ -8,6 +8,9 @@
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
 #   make demo       boot a VMware-like guest and watch it balloon
+#   make matrix     build the module W=1 against the newest kernel of every
+#                   Debian release from bullseye to sid, each in a cached
+#                   root of that release (tests/matrix/run)
 #
 # The version is PACKAGE_VERSION in dkms.conf; Kbuild reads it for
 # MODULE_VERSION. debian/changelog and rpm/vmw-balloon-dkms.spec must repeat
@@ -30,7 +33,7 @@ MODULE_SOURCES := src/Kbuild src/conftest.sh \
 DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
 RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
 
-.PHONY: all module clean check unit deb rpm qemu image demo
+.PHONY: all module clean check unit deb rpm qemu image demo matrix print-module-sources
 
 all: module
 
@@ -77,6 +80,13 @@ image:
 
 demo:
 	qemu-cloud/demo
+
+matrix:
+	tests/matrix/run
+
+# for tests/matrix/run, which copies the packaged layout
+print-module-sources:
+	@echo $(MODULE_SOURCES)
 
 clean:
 	rm -rf $(BUILD)

@@ -29,6 +29,7 @@ fail() {
 	exit 1
 }
 
+# shellcheck disable=SC2012 # probe names are C identifiers
 names=$(cd "$probes" && LC_ALL=C ls -- *.c | sed 's/\.c$//')
 echo "$names" | grep -qx control || fail "no probes/control.c in $probes"
 
@@ -96,6 +97,7 @@ for group in $groups; do
 	done
 	# shellcheck disable=SC2086 # one word per form
 	set -- $found
+	# shellcheck disable=SC2086 # the forms, one word each
 	[ $# -eq 1 ] || fail "probe group $group: exactly one of" $forms \
 		"must compile, but${found:- none} did"
 done
