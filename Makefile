@@ -8,6 +8,9 @@
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
 #   make demo       boot a VMware-like guest and watch it balloon
+#   make matrix     build the module W=1 against the newest kernel of every
+#                   Debian release from bullseye to sid, each in a cached
+#                   root of that release (tests/matrix/run)
 #
 # The version is PACKAGE_VERSION in dkms.conf; Kbuild reads it for
 # MODULE_VERSION. debian/changelog and rpm/vmw-balloon-dkms.spec must repeat
@@ -20,14 +23,17 @@ BUILD := build
 PACKAGER ?= vmw-balloon-dkms developers <dev@vmw-balloon-dkms.invalid>
 KDIR ?= $(shell tests/lib/find-kdir 2>/dev/null)
 
-# What the packages ship under /usr/src/vmw_balloon-<version>/, besides dkms.conf.
-MODULE_SOURCES := src/Kbuild $(sort $(filter-out %.mod.c,$(wildcard src/*.c))) \
-	$(sort $(wildcard src/*.h))
+# What the packages ship under /usr/src/vmw_balloon-<version>/, besides
+# dkms.conf: src/ as it is, without what a build leaves there.
+MODULE_SOURCES := src/Kbuild src/conftest.sh \
+	$(sort $(filter-out %.mod.c,$(wildcard src/*.c))) \
+	$(sort $(filter-out src/vmb_features.h,$(wildcard src/*.h))) \
+	$(sort $(wildcard src/probes/*.c))
 
 DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
 RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
 
-.PHONY: all module clean check unit deb rpm qemu image demo
+.PHONY: all module clean check unit deb rpm qemu image demo matrix print-module-sources
 
 all: module
 
@@ -45,10 +51,10 @@ deb: $(DEB)
 $(DEB): dkms.conf $(MODULE_SOURCES) $(wildcard debian/* debian/source/*)
 	tests/lib/need-packages dpkg-dev debhelper dh-dkms fakeroot
 	rm -rf $(BUILD)/deb
-	mkdir -p $(BUILD)/deb/vmw-balloon-$(VERSION)/src
+	mkdir -p $(BUILD)/deb/vmw-balloon-$(VERSION)
 	cp dkms.conf $(BUILD)/deb/vmw-balloon-$(VERSION)/
 	cp -r debian $(BUILD)/deb/vmw-balloon-$(VERSION)/
-	cp $(MODULE_SOURCES) $(BUILD)/deb/vmw-balloon-$(VERSION)/src/
+	cp --parents $(MODULE_SOURCES) $(BUILD)/deb/vmw-balloon-$(VERSION)/
 	cd $(BUILD)/deb/vmw-balloon-$(VERSION) && dpkg-buildpackage -us -uc -b
 	@ls -l $@
 
@@ -57,7 +63,8 @@ $(RPM): dkms.conf README.md $(MODULE_SOURCES) rpm/vmw-balloon-dkms.spec
 	tests/lib/need-packages rpm
 	rm -rf $(BUILD)/rpm
 	mkdir -p $(BUILD)/rpm/SOURCES $(BUILD)/rpm/vmw-balloon-$(VERSION)
-	cp dkms.conf README.md $(MODULE_SOURCES) $(BUILD)/rpm/vmw-balloon-$(VERSION)/
+	cp dkms.conf README.md $(BUILD)/rpm/vmw-balloon-$(VERSION)/
+	cd src && cp --parents $(MODULE_SOURCES:src/%=%) $(CURDIR)/$(BUILD)/rpm/vmw-balloon-$(VERSION)/
 	tar -C $(BUILD)/rpm -czf $(BUILD)/rpm/SOURCES/vmw-balloon-$(VERSION).tar.gz \
 		--owner=0 --group=0 --sort=name vmw-balloon-$(VERSION)
 	rpmbuild --define "_topdir $(CURDIR)/$(BUILD)/rpm" --define "packager $(PACKAGER)" \
@@ -74,8 +81,16 @@ image:
 demo:
 	qemu-cloud/demo
 
+matrix:
+	tests/matrix/run
+
+# for tests/matrix/run, which copies the packaged layout
+print-module-sources:
+	@echo $(MODULE_SOURCES)
+
 clean:
 	rm -rf $(BUILD)
 	$(MAKE) -C tests/unit clean
 	rm -f src/*.o src/*.ko src/*.mod src/*.mod.c src/.*.cmd src/Module.symvers \
-		src/modules.order
+		src/modules.order src/vmb_features.h src/vmb_probes.log
+	rm -rf src/.vmb_probes

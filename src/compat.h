@@ -2,9 +2,19 @@
 /*
  * Every difference between the kernels this module builds for sits here,
  * behind a vmb_compat_* helper, so linux_glue.c reads the same on all of
- * them. Only configuration differences are handled so far; API differences
- * get feature probes against the target headers when older kernels are
- * supported.
+ * them. Configuration options are tested with IS_ENABLED(); everything the
+ * kernel's API offers or not is decided by a feature probe compiled against
+ * the target kernel, never by its version number, since stable and vendor
+ * kernels backport.
+ *
+ * Adding a probe: write probes/<name>.c, a file that compiles (without a
+ * warning, since W=1 may be on) only if the feature is there; put the test
+ * in a static __maybe_unused function and include what it needs. The build
+ * then defines VMB_HAVE_<NAME> to 1 or 0 in vmb_features.h and logs
+ * "vmw_balloon: probe <name>: yes/no"; test it with #if, never #ifdef.
+ * Where an API has two forms, write a probe for each, both with the line
+ * "vmb-probe-one-of: <api>": the build stops unless exactly one compiles.
+ * probes/control.c must always compile. conftest.sh has the details.
  */
 #ifndef VMB_COMPAT_H
 #define VMB_COMPAT_H
@@ -13,6 +23,8 @@
 #include <linux/page-flags.h>
 #include <linux/vmstat.h>
 #include <asm/hypervisor.h>
+
+#include "vmb_features.h"
 
 /* The VMCI doorbell needs the vmw_vmci driver. */
 #if IS_ENABLED(CONFIG_VMWARE_VMCI)
@@ -74,7 +86,7 @@ static inline void vmb_compat_mark_offline(struct page *page, unsigned long nr,
 static inline void vmb_compat_count_balloon_event(bool inflate,
 						  unsigned long nr)
 {
-#if IS_ENABLED(CONFIG_MEMORY_BALLOON)
+#if VMB_HAVE_BALLOON_VM_EVENTS
 	count_vm_events(inflate ? BALLOON_INFLATE : BALLOON_DEFLATE, nr);
 #endif
 }

@@ -9,9 +9,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 checkpatch=$("$root/tests/lib/checkpatch-fetch")
 
-files=("$root"/src/Kbuild "$root"/src/*.h)
-for f in "$root"/src/*.c; do
-	[[ $f == *.mod.c ]] || files+=("$f")
+files=("$root"/src/Kbuild)
+for f in "$root"/src/*.[ch] "$root"/src/probes/*.c; do
+	# not build products: the kernel's and the probes' (conftest.sh)
+	[[ $f == *.mod.c || $f == */vmb_features.h ]] || files+=("$f")
 done
 
 # checkpatch writes a cache file into its working directory

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The .deb and the .rpm ship exactly dkms.conf and the module's sources in
-# /usr/src/vmw_balloon-<version>/: no build products, no VCS files. Apart
-# from that, only documentation under /usr/share/doc.
+# /usr/src/vmw_balloon-<version>/ (src/ with its probes/ subdirectory): no
+# build products, no VCS files. Apart from that, only documentation under
+# /usr/share/doc.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
@@ -10,8 +11,9 @@ rpm=build/rpm/RPMS/noarch/vmw-balloon-dkms-$version-1.noarch.rpm
 make deb rpm >/dev/null	# rebuilt only if a source is newer
 
 srcdir=usr/src/vmw_balloon-$version
-want=$( (echo dkms.conf; echo Kbuild
-	ls src/*.c src/*.h | grep -v '\.mod\.c$' | xargs -n1 basename) | sort)
+want=$( (echo dkms.conf; echo Kbuild; echo conftest.sh
+	ls src/*.c src/*.h src/probes/*.c | grep -v -e '\.mod\.c$' -e '/vmb_features\.h$' |
+		sed 's|^src/||') | sort)
 
 fail=0
 inspect() {	# name, list of files (no leading ./ or /)
@@ -37,7 +39,10 @@ inspect() {	# name, list of files (no leading ./ or /)
 
 inspect "$deb" "$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||')"
 inspect "$rpm" "$(rpm -qpl "$rpm" 2>/dev/null | sed 's|^/||' |
-	while read -r f; do [[ $f == "$srcdir" || $f == usr/share/doc/vmw-balloon-dkms-$version ]] || echo "$f"; done)"
+	while read -r f; do	# its directories
+		[[ $f == "$srcdir" || $f == "$srcdir/probes" ||
+			$f == usr/share/doc/vmw-balloon-dkms-$version ]] || echo "$f"
+	done)"
 
 # the shipped dkms.conf is the repository's, version filled in
 tmp=$(mktemp -d)
