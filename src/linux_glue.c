@@ -12,6 +12,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/debugfs.h>
+#include <linux/delay.h>
 #include <linux/gfp.h>
 #include <linux/list.h>
 #include <linux/mm.h>
@@ -31,19 +32,18 @@
 #include <linux/vmw_vmci_defs.h>
 #endif
 
-/* Neither waits long, nor wakes the OOM killer, nor uses reserves. */
-#define VMW_BALLOON_4K_GFP	(GFP_HIGHUSER | __GFP_NORETRY | \
-				 __GFP_NOMEMALLOC | __GFP_NOWARN)
 /* 2 MiB pages are taken only if free: no reclaim at all. */
 #define VMW_BALLOON_2M_GFP	(__GFP_HIGHMEM | __GFP_NOMEMALLOC | __GFP_NOWARN)
 
 /**
  * struct vmw_balloon - the driver's state
  * @core: the OS-independent balloon
- * @lists: the page lists of &enum vmb_list, linked through page->lru
+ * @lists: the page lists of &enum vmb_list, linked through page->lru,
+ *	but for VMB_LIST_BALLOON_4K
+ * @balloon_4k: VMB_LIST_BALLOON_4K, whose pages compaction may migrate
  * @batch_page: the page the batched commands carry
- * @lock: serialises the core: the worker and unload (debugfs reads the
- *	statistics without it)
+ * @lock: serialises the core: the worker, migration and unload (debugfs
+ *	reads the statistics without it)
  * @dwork: the once-a-second worker
  * @debugfs: the vmmemctl statistics file
  * @stopping: unload has begun; the worker must not run or requeue
@@ -53,6 +53,7 @@
 struct vmw_balloon {
 	struct vmb_balloon core;
 	struct list_head lists[VMB_NR_LISTS];
+	struct vmb_compat_4k_list balloon_4k;
 	struct page *batch_page;
 	struct mutex lock;		/* serialises the core */
 	struct delayed_work dwork;
@@ -108,7 +109,7 @@ struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 	if (size == VMB_PAGE_2M)
 		return to_vmb_page(alloc_pages(VMW_BALLOON_2M_GFP,
 					       vmb_page_sizes[size].order));
-	return to_vmb_page(alloc_page(VMW_BALLOON_4K_GFP));
+	return to_vmb_page(vmb_compat_4k_alloc());
 }
 
 void vmb_os_page_free(struct vmb_balloon *b, struct vmb_page *page,
@@ -134,45 +135,58 @@ void vmb_os_page_split(struct vmb_balloon *b, struct vmb_page *page,
 		list_add(&head[i].lru, &vb->lists[to]);
 }
 
-static unsigned long vmw_balloon_list_frames(enum vmb_list list)
-{
-	switch (list) {
-	case VMB_LIST_BALLOON_4K:
-		return 1;
-	case VMB_LIST_BALLOON_2M:
-		return VMB_2M_FRAMES;
-	default:
-		return 0;	/* not a balloon list: not offline */
-	}
-}
-
 void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
 		     struct vmb_page *page)
 {
-	unsigned long frames = vmw_balloon_list_frames(list);
+	struct vmw_balloon *vb = to_vmw(b);
 	struct page *p = to_page(page);
 
-	if (frames) {
-		vmb_compat_mark_offline(p, frames, true);
-		vmb_compat_count_balloon_event(true, frames);
+	if (list == VMB_LIST_BALLOON_4K) {
+		vmb_compat_4k_add(&vb->balloon_4k, p);
+		return;
 	}
-	list_add(&p->lru, &to_vmw(b)->lists[list]);
+	if (list == VMB_LIST_BALLOON_2M)
+		vmb_compat_account(p, VMB_2M_FRAMES, true);
+	list_add(&p->lru, &vb->lists[list]);
 }
 
 struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
 {
-	unsigned long frames = vmw_balloon_list_frames(list);
+	struct vmw_balloon *vb = to_vmw(b);
 	struct page *p;
 
-	p = list_first_entry_or_null(&to_vmw(b)->lists[list], struct page, lru);
+	if (list == VMB_LIST_BALLOON_4K)
+		return to_vmb_page(vmb_compat_4k_take(&vb->balloon_4k));
+
+	p = list_first_entry_or_null(&vb->lists[list], struct page, lru);
 	if (!p)
 		return NULL;
 	list_del(&p->lru);
-	if (frames) {
-		vmb_compat_mark_offline(p, frames, false);
-		vmb_compat_count_balloon_event(false, frames);
-	}
+	if (list == VMB_LIST_BALLOON_2M)
+		vmb_compat_account(p, VMB_2M_FRAMES, false);
 	return to_vmb_page(p);
+}
+
+/*
+ * Compaction moves a ballooned 4 KiB page: the host gives the old page
+ * back and takes the new one. While the worker runs a cycle (it owns the
+ * batch page) the page stays where it is, and compaction moves on.
+ */
+enum vmb_migrate_result vmw_balloon_migrate(struct vmb_compat_4k_list *list,
+					    struct page *page,
+					    struct page *newpage)
+{
+	struct vmw_balloon *vb = container_of(list, struct vmw_balloon,
+					      balloon_4k);
+	enum vmb_migrate_result result = VMB_MIGRATE_BUSY;
+
+	if (!mutex_trylock(&vb->lock))
+		return VMB_MIGRATE_BUSY;
+	if (!vb->stopping)
+		result = vmb_migrate(&vb->core, to_vmb_page(page),
+				     to_vmb_page(newpage));
+	mutex_unlock(&vb->lock);
+	return result;
 }
 
 u64 vmb_os_total_ram_frames(struct vmb_balloon *b)
@@ -301,7 +315,7 @@ static u32 vmw_balloon_requested_caps(void)
 static int __init vmw_balloon_init(void)
 {
 	struct vmw_balloon *vb;
-	int i;
+	int err, i;
 
 	/* No port I/O unless the kernel found VMware's hypervisor. */
 	if (!vmb_compat_on_vmware()) {
@@ -320,6 +334,13 @@ static int __init vmw_balloon_init(void)
 
 	for (i = 0; i < VMB_NR_LISTS; i++)
 		INIT_LIST_HEAD(&vb->lists[i]);
+	err = vmb_compat_4k_init(&vb->balloon_4k);
+	if (err) {
+		pr_err("cannot set up balloon page migration: %d\n", err);
+		__free_page(vb->batch_page);
+		kfree(vb);
+		return err;
+	}
 	mutex_init(&vb->lock);
 	INIT_DELAYED_WORK(&vb->dwork, vmw_balloon_work);
 #if VMB_HAVE_DOORBELL
@@ -332,7 +353,8 @@ static int __init vmw_balloon_init(void)
 	vb->debugfs = debugfs_create_file("vmmemctl", 0400, NULL, vb,
 					  &vmw_balloon_stats_fops);
 	queue_delayed_work(system_freezable_wq, &vb->dwork, 0);
-	pr_info("version " VMB_VERSION " loaded\n");
+	pr_info("version " VMB_VERSION " loaded%s\n",
+		VMB_BALLOON_MIGRATION ? "; 4 KiB pages migrate" : "");
 	return 0;
 }
 module_init(vmw_balloon_init);
@@ -350,7 +372,20 @@ static void __exit vmw_balloon_exit(void)
 	mutex_unlock(&vb->lock);
 	cancel_delayed_work_sync(&vb->dwork);
 
-	vmb_shutdown(&vb->core);
+	/*
+	 * Pages that compaction holds come back (migration refuses them now)
+	 * while the balloon empties; they too are freed before the list they
+	 * point to goes away.
+	 */
+	for (;;) {
+		mutex_lock(&vb->lock);
+		vmb_shutdown(&vb->core);
+		mutex_unlock(&vb->lock);
+		if (!vmb_compat_4k_isolated(&vb->balloon_4k))
+			break;
+		msleep(20);
+	}
+	vmb_compat_4k_exit(&vb->balloon_4k);
 	__free_page(vb->batch_page);
 	kfree(vb);
 }

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * A migrated balloon page is let go with balloon_page_finalize() (6.17, and
+ * stable kernels that took it), not balloon_page_delete().
+ */
+#include <linux/mm.h>
+#include <linux/balloon_compaction.h>
+
+static void __maybe_unused vmb_probe(struct page *page)
+{
+	balloon_page_finalize(page);
+}
