@@ -138,6 +138,8 @@ qemu-img convert -f raw -O qcow2 "$raw" "$work/out/disk.qcow2"
 rm -f "$raw"
 echo "$kver" >"$work/out/kernel-version"
 chroot "$work/root" dpkg-query -W -f='${Package} ${Version}\n' >"$work/out/packages.txt"
+# What is installed, for apt on the host to work out what the guest lacks.
+cp "$work/root/var/lib/dpkg/status" "$work/out/dpkg-status"
 chmod 0444 "$work/out/disk.qcow2"
 
 # 4. Into place atomically: a half-built image is never seen under $key.
