@@ -3,10 +3,13 @@
 #   make            build src/vmw_balloon.ko against KDIR (default: the
 #                   running kernel's headers, else the newest installed)
 #   make check      run every test (tests/run); `tests/run --list` names them
+#   make check-long those and the long ones: the guest suite on Debian sid
+#                   (tests/run --long; `tests/run --list-long` names them)
 #   make deb        build/deb/vmw-balloon-dkms_<version>_all.deb
 #   make rpm        build/rpm/RPMS/noarch/vmw-balloon-dkms-<version>-1.noarch.rpm
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
+#                   (bookworm; VMB_SUITE=trixie or sid for the others)
 #   make demo       boot a VMware-like guest and watch it balloon
 #   make matrix     build the module W=1 against the newest kernel of every
 #                   Debian release from bullseye to sid, each in a cached
@@ -33,7 +36,8 @@ MODULE_SOURCES := src/Kbuild src/conftest.sh \
 DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
 RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
 
-.PHONY: all module clean check unit deb rpm qemu image demo matrix print-module-sources
+.PHONY: all module clean check check-long unit deb rpm qemu image demo matrix \
+	print-module-sources
 
 all: module
 
@@ -46,6 +50,9 @@ unit:
 
 check:
 	tests/run
+
+check-long:
+	tests/run --long
 
 deb: $(DEB)
 $(DEB): dkms.conf $(MODULE_SOURCES) $(wildcard debian/* debian/source/*)

@@ -1,9 +1,10 @@
 #!/bin/bash
 # Build (or reuse) the test guest's disk image and print its path.
 #
-#     qemu-cloud/image/build.sh          # last stdout line: .../disk.qcow2
+#     qemu-cloud/image/build.sh [--suite SUITE]   # last stdout line: .../disk.qcow2
 #
-# The guest is Debian bookworm shaped like Debian's genericcloud image
+# SUITE is the Debian release: bookworm (the default), trixie or sid.
+# The guest is that Debian shaped like Debian's genericcloud image
 # (cloud-init, cloud kernel with its matching headers, GRUB, ssh), plus what
 # the tests need inside (dkms, build-essential, stress-ng, ...). It is made
 # from Debian's packages with mmdebstrap, as root, and needs no network
@@ -13,11 +14,14 @@
 # first partition, and one ext4 partition holding everything, /boot/grub
 # included, so whatever the guest decides with update-grub is what boots next.
 #
-# Images are cached in ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image/KEY/
-# where KEY is the sha256 of this recipe (every file under qemu-cloud/image/).
-# A cached image is reused at once. Progress goes to stderr.
+# Images are cached in ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image/SUITE-KEY/
+# where KEY is the sha256 of this recipe (every file under qemu-cloud/image/)
+# and of the suite. A cached image is reused at once. Building one keeps the
+# three newest images of its own suite and never touches another suite's.
+# Progress goes to stderr.
 #
 # Environment:
+#   VMB_SUITE           the suite when --suite is not given (default bookworm)
 #   VMB_CACHE_DIR       cache root (default /var/cache/vmw-balloon-dkms)
 #   VMB_DEBIAN_MIRROR   Debian mirror (default http://deb.debian.org/debian)
 #   VMB_IMAGE_REBUILD=1 build even if a cached image exists
@@ -27,8 +31,20 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 say() { echo "image: $*" >&2; }
 
+suite=${VMB_SUITE:-bookworm}
+while (($#)); do
+	case $1 in
+	--suite) suite=${2:-} && shift 2 ;;
+	--suite=*) suite=${1#--suite=} && shift ;;
+	*) say "usage: $0 [--suite bookworm|trixie|sid]" && exit 2 ;;
+	esac
+done
+case $suite in
+bookworm | trixie | sid) ;;
+*) say "unknown suite '$suite' (bookworm, trixie or sid)" && exit 2 ;;
+esac
+
 # What goes into the guest.
-suite=bookworm
 disk_size_mib=8192 # virtual; the qcow2 holds only what is used
 packages=(
 	# a Debian cloud system
@@ -39,11 +55,13 @@ packages=(
 	dkms build-essential kmod procps stress-ng python3
 )
 
-# 1. The recipe's key: every file of the recipe, by path and content.
-key=$(cd "$here" && find . -type f ! -name '*~' -print0 | LC_ALL=C sort -z |
-	xargs -0 sha256sum | sha256sum | cut -c1-16)
+# 1. The recipe's key: every file of the recipe, by path and content, and the suite.
+key=$(cd "$here" && {
+	find . -type f ! -name '*~' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+	echo "suite $suite"
+} | sha256sum | cut -c1-16)
 cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image
-image_dir=$cache/$key
+image_dir=$cache/$suite-$key
 image=$image_dir/disk.qcow2
 
 # 2. Reuse what is there.
@@ -72,19 +90,25 @@ trap 'rm -rf "$work"' EXIT
 uuid=$(cat /proc/sys/kernel/random/uuid)
 mirror=${VMB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${mirror%/debian}/debian-security
+apt_options=(--aptopt='Acquire::Retries "3"')
+if [[ $suite == sid ]]; then
+	# sid has no -updates or -security, and its Release file here may be
+	# older than its Valid-Until.
+	sources=("deb $mirror sid main")
+	apt_options+=(--aptopt='Acquire::Check-Valid-Until "false"')
+else
+	sources=("deb $mirror $suite main" "deb $mirror $suite-updates main"
+		"deb $security $suite-security main")
+fi
 
 say "bootstrapping Debian $suite into $work/root (a few minutes)"
-mmdebstrap --mode=root --variant=minbase --format=directory \
-	--aptopt='Acquire::Retries "3"' \
+mmdebstrap --mode=root --variant=minbase --format=directory "${apt_options[@]}" \
 	--include="$(
 		IFS=,
 		echo "${packages[*]}"
 	)" \
 	--customize-hook="'$here/customize.sh' \"\$1\" $uuid" \
-	"$suite" "$work/root" \
-	"deb $mirror $suite main" \
-	"deb $mirror $suite-updates main" \
-	"deb $security $suite-security main" >&2
+	"$suite" "$work/root" "${sources[@]}" >&2
 
 # mmdebstrap leaves the host's name and resolver behind.
 cp "$here/overlay/etc/hostname" "$work/root/etc/hostname"
@@ -114,6 +138,8 @@ qemu-img convert -f raw -O qcow2 "$raw" "$work/out/disk.qcow2"
 rm -f "$raw"
 echo "$kver" >"$work/out/kernel-version"
 chroot "$work/root" dpkg-query -W -f='${Package} ${Version}\n' >"$work/out/packages.txt"
+# What is installed, for apt on the host to work out what the guest lacks.
+cp "$work/root/var/lib/dpkg/status" "$work/out/dpkg-status"
 chmod 0444 "$work/out/disk.qcow2"
 
 # 4. Into place atomically: a half-built image is never seen under $key.
@@ -121,9 +147,10 @@ rm -rf "$image_dir.old"
 [[ -e $image_dir ]] && mv "$image_dir" "$image_dir.old"
 mv "$work/out" "$image_dir"
 rm -rf "$image_dir.old"
-# Keep the three newest images (other checkouts may use older recipes).
-ls -1dt "$cache"/*/ | tail -n +4 | while read -r old; do
+# Keep the three newest images of this suite (other checkouts may use older
+# recipes); other suites' images are theirs to prune.
+ls -1dt "$cache/$suite"-*/ | tail -n +4 | while read -r old; do
 	say "pruning old image ${old%/}" && rm -rf "${old%/}"
 done
-say "built in $((SECONDS - started)) s: kernel $kver, $(du -h "$image" | cut -f1) on disk"
+say "built $suite in $((SECONDS - started)) s: kernel $kver, $(du -h "$image" | cut -f1) on disk"
 echo "$image"

@@ -41,13 +41,22 @@ echo "$kver" >"$root/boot/.vmb-kernel-version"
 say "a small initramfs (overlay/etc/initramfs-tools)"
 in_root update-initramfs -u -k "$kver" >&2
 
-# cloud-init: the network stage alone finds the NoCloud seed; the local
-# stage exists to configure networking before it comes up, which our guest
-# leaves to systemd-networkd, and would cost one more Python start-up.
+# cloud-init up to 24.x (bookworm): the network stage alone finds the
+# NoCloud seed; the local stage exists to configure networking before it
+# comes up, which our guest leaves to systemd-networkd, and would cost one
+# more Python start-up. From 24.3 on (trixie, sid) one main process,
+# cloud-init-main.service, runs the stages in order, each when its unit
+# signals it over a socket: without the local stage's unit it waits forever
+# at the first, so there that unit must stay.
+unneeded=()
+if [[ ! -e $root/usr/lib/systemd/system/cloud-init-main.service &&
+	! -e $root/lib/systemd/system/cloud-init-main.service ]]; then
+	unneeded+=(cloud-init-local.service)
+fi
 say "services: networkd on, nothing that waits for or reaches the network"
 in_root systemctl enable systemd-networkd.service >/dev/null 2>&1
-in_root systemctl mask \
-	cloud-init-local.service systemd-binfmt.service \
+in_root systemctl mask "${unneeded[@]}" \
+	systemd-binfmt.service \
 	systemd-networkd-wait-online.service \
 	apt-daily.timer apt-daily-upgrade.timer \
 	man-db.timer e2scrub_all.timer e2scrub_reap.service \

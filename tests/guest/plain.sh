@@ -2,15 +2,21 @@
 # The package on an ordinary (non-VMware) PC that still has the balloon
 # device: it installs and builds, but the module neither autoloads nor
 # loads, and never talks to the host.
+#
+#   tests/guest/plain.sh [SUITE]    bookworm (default: $VMB_SUITE or
+#                                   bookworm), trixie or sid
+# shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
-GUEST=${GUEST:-vmb-test-plain}
+use_suite "$@"
+GUEST=${GUEST:-vmb-test-plain-$suite}
 
 ensure_deb
 "$vm" stop "$GUEST" --kill >/dev/null 2>&1
-"$vm" start "$GUEST" --plain --mem 2G --file "$deb" >&2 ||
-	bail "the plain guest did not boot"
+"$vm" start "$GUEST" --suite "$suite" --plain --mem 2G --file "$deb" >&2 ||
+	bail "the plain $suite guest did not boot"
 kver=$(guest uname -r)
-note "guest kernel $kver, package $version"
+note "$suite guest, kernel $kver, package $version"
+learn_kernel_module
 
 check "plain: the kernel found no VMware hypervisor" \
 	eval '! guest "dmesg | grep -q \"Hypervisor detected: VMware\""'
@@ -18,8 +24,9 @@ check "plain: the kernel found no VMware hypervisor" \
 # f. install, build, no autoload, no load
 guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
 	bail "apt install of the package failed"
-check "plain: dkms status says installed" \
-	eval 'guest dkms status vmw_balloon | grep -q "^vmw_balloon/$version, $kver, x86_64: installed"'
+check_dkms_installed plain
+check_eq "plain: modinfo -n is DKMS's copy" "$(guest modinfo -n vmw_balloon)" \
+	"$moddir/updates/dkms/vmw_balloon$ko"
 # replay the boot-time device events, as udev's coldplug does
 guest 'udevadm trigger --action=add && udevadm settle'
 check "plain: vmw_balloon is not autoloaded" guest '! test -d /sys/module/vmw_balloon'
@@ -34,5 +41,10 @@ for cmd in start target lock unlock guest-id batch-lock batch-unlock 2m-lock 2m-
 done
 check_eq "plain: the host saw no command at all" "$calls" 0
 check_dmesg_clean "plain guest"
+
+guest "DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms" >&2
+check_eq "plain: purge leaves dkms knowing no vmw_balloon" "$(guest dkms status vmw_balloon)" ""
+check_eq "plain: purge brings the kernel's own module back" "$(guest modinfo -n vmw_balloon)" "$intree"
+check "plain: the kernel's own module file is there" guest test -f "$intree"
 
 finish

@@ -3,29 +3,32 @@
 # autoload through the DMI alias after a reboot, inflate and deflate as the
 # host asks, a host reset, rmmod with a full balloon, and purge. Verdicts
 # come from the guest and from the emulated host, never from this script.
+#
+#   tests/guest/vmware.sh [SUITE]    bookworm (default: $VMB_SUITE or
+#                                    bookworm), trixie or sid
+# shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
-GUEST=${GUEST:-vmb-test-vmware}
+use_suite "$@"
+GUEST=${GUEST:-vmb-test-vmware-$suite}
 
 ensure_deb
 "$vm" stop "$GUEST" --kill >/dev/null 2>&1
-"$vm" start "$GUEST" --mem 2G --file "$deb" >&2 || bail "the VMware-like guest did not boot"
+"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$deb" >&2 ||
+	bail "the VMware-like $suite guest did not boot"
 kver=$(guest uname -r)
-note "guest kernel $kver, package $version"
+note "$suite guest, kernel $kver, package $version"
+learn_kernel_module
 
 # a. install: DKMS builds for the running kernel
 guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
 	bail "apt install of the package failed"
-status=$(guest dkms status vmw_balloon)
-note "dkms status: $status"
-check "install: dkms status says installed for $kver" \
-	grep -q "^vmw_balloon/$version, $kver, x86_64: installed" <<<"$status"
-check "install: dkms status has no WARNING" eval '! grep -q WARNING <<<"$status"'
+check_dkms_installed install
 
 # b. reboot: udev loads our module through the DMI alias; nothing here loads it
 "$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
 check "autoload: vmw_balloon is loaded after boot" guest 'test -d /sys/module/vmw_balloon'
 file=$(guest modinfo -n vmw_balloon)
-check_eq "autoload: modinfo -n is DKMS's copy" "$file" "/lib/modules/$kver/updates/dkms/vmw_balloon.ko"
+check_eq "autoload: modinfo -n is DKMS's copy" "$file" "$moddir/updates/dkms/vmw_balloon$ko"
 check_eq "autoload: the loaded module's version" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
 check_eq "autoload: the loaded module's srcversion is the DKMS-built file's" \
 	"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
@@ -40,13 +43,21 @@ check_eq "autoload: the driver uses 0x2e" "$(guest_stat 'used capabilities')" 0x
 dirty_guest_memory
 avail0=$(guest_meminfo MemAvailable)
 rss0=$(qemu_rss_kib)
-note "before: MemAvailable $avail0 KiB, QEMU RSS $rss0 KiB"
+inflated0=$(guest_vmstat balloon_inflate)
+deflated0=$(guest_vmstat balloon_deflate)
+note "before: MemAvailable $avail0 KiB, QEMU RSS $rss0 KiB," \
+	"vmstat balloon_inflate ${inflated0:-none} balloon_deflate ${deflated0:-none}"
+check "vmstat: the kernel has balloon_inflate and balloon_deflate" \
+	test -n "$inflated0" -a -n "$deflated0"
 balloon_keep 1024
 want=$((1024 * 1024 / 4))
 start=$SECONDS
 check "inflate: the host holds $want frames within 30 s" wait_for 30 host_locked_is "$want"
 note "inflated in $((SECONDS - start)) s"
 check_eq "inflate: the driver's debugfs current agrees" "$(guest_stat current)" "$want"
+inflated1=$(guest_vmstat balloon_inflate)
+check_range "inflate: vmstat balloon_inflate grew by at least the $want frames" \
+	$((${inflated1:-0} - ${inflated0:-0})) "$want" $((1 << 62))
 avail1=$(guest_meminfo MemAvailable)
 rss1=$(qemu_rss_kib)
 note "after: MemAvailable $avail1 KiB, QEMU RSS $rss1 KiB, 2M entries $(host_get locked-2m)"
@@ -58,6 +69,7 @@ check_eq "inflate: query-balloon reports 1 GiB actual" \
 
 # A host reset: the driver frees every page without UNLOCK, starts again
 # and balloons back to the target.
+# shellcheck disable=SC2034 # read by the eval below
 resets=$(guest_stat reset)
 unlocks=$(( $(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) ))
 host_set reset-next true
@@ -73,6 +85,7 @@ check_eq "reset: no UNLOCK was sent for the forgotten pages" \
 for caps in 0x26 0x02; do
 	lock_cmd=$([[ $caps == 0x26 ]] && echo batch-lock || echo lock)
 	unlock_cmd=$([[ $caps == 0x26 ]] && echo batch-unlock || echo unlock)
+	# shellcheck disable=SC2034 # read by the eval below
 	locks=$(host_get "calls-$lock_cmd")
 	unlocks=$(host_get "calls-$unlock_cmd")
 	host_set offered-capabilities $((caps))
@@ -129,15 +142,20 @@ check "caps 0x2e again: back at $want frames" wait_for 60 eval \
 	'(( $(guest_stat "used capabilities") == 0x2e )) && host_locked_is "$want"'
 
 # d. deflate to 0
+deflated1=$(guest_vmstat balloon_deflate)
 balloon_keep 2048
 check "deflate: the host holds no frame within 30 s" wait_for 30 host_locked_is 0
 check_eq "deflate: the driver's debugfs current is 0" "$(guest_stat current)" 0
+deflated2=$(guest_vmstat balloon_deflate)
+check_range "deflate: vmstat balloon_deflate grew by at least the $want frames" \
+	$((${deflated2:-0} - ${deflated1:-0})) "$want" $((1 << 62))
 avail2=$(guest_meminfo MemAvailable)
 check_range "deflate: the guest's memory is back (MemAvailable KiB)" "$avail2" $((avail0 - 65536)) $((avail0 + 1048576))
 
 # e. rmmod with a full balloon, then modprobe
 balloon_keep 1024
 wait_for 30 host_locked_is "$want" || note "balloon did not refill before rmmod"
+# shellcheck disable=SC2034 # read by the eval below
 starts0=$(host_get start-zero)
 check "rmmod: vmw_balloon unloads with a full balloon" guest rmmod vmw_balloon
 check "rmmod: the host saw START(0)" eval '(( $(host_get start-zero) > starts0 ))'
@@ -155,7 +173,10 @@ check_dmesg_clean "VMware guest"
 # g. purge: the kernel's own module is back
 guest "DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms" >&2
 check_eq "purge: dkms knows no vmw_balloon" "$(guest dkms status vmw_balloon)" ""
-check_eq "purge: modinfo -n is the kernel's own module again" "$(guest modinfo -n vmw_balloon)" \
-	"/lib/modules/$kver/kernel/drivers/misc/vmw_balloon.ko"
+check_eq "purge: modinfo -n is the kernel's own module again" "$(guest modinfo -n vmw_balloon)" "$intree"
+check "purge: the kernel's own module file is there" guest test -f "$intree"
+check "purge: the kernel's own vmw_balloon loads in place of DKMS's" \
+	guest "rmmod vmw_balloon && modprobe vmw_balloon && test ! -e /sys/module/vmw_balloon/version &&
+		! grep -q O /sys/module/vmw_balloon/taint"
 
 finish

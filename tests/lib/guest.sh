@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # What the guest tests share: TAP output, running commands in the guest,
 # and reading the emulated host (the vmware-balloon device) over QMP.
-# A test sets GUEST (the guest's name) before calling anything here.
+# A test sets GUEST (the guest's name) before calling anything here, and
+# boots it with `"$vm" start "$GUEST" --suite "$suite" ...`.
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -9,6 +10,7 @@ vm=$root/qemu-cloud/vm
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' "$root/dkms.conf")
 deb=$root/build/deb/vmw-balloon-dkms_${version}_all.deb
 device=/machine/peripheral/vmb0
+kver= # the guest's `uname -r`: each test sets it once its guest is up
 
 tap_n=0 tap_passed=0 tap_failed=0
 
@@ -99,6 +101,11 @@ guest_stat() {
 	guest "awk -F: '\$1 ~ /^$1 *\$/ {gsub(/ /, \"\", \$2); print \$2}' /sys/kernel/debug/vmmemctl"
 }
 
+# guest_vmstat NAME: a counter of the guest's /proc/vmstat (empty if it has none)
+guest_vmstat() {
+	guest "awk '\$1 == \"$1\" {print \$2}' /proc/vmstat"
+}
+
 # qemu_rss_kib: the resident memory of the guest's QEMU process
 qemu_rss_kib() {
 	awk '$1 == "VmRSS:" {print $2}' "/proc/$("$vm" pid "$GUEST")/status"
@@ -138,6 +145,55 @@ check_dmesg_clean() {
 	else
 		fail "$1: dmesg has no BUG, WARNING, Oops, lockup, hung task or OOM kill"
 		sed 's/^/#   /' <<<"$bad" | head -n 30
+	fi
+}
+
+# use_suite [SUITE]: the Debian release the test's guest runs (its first
+# argument, else $VMB_SUITE, else bookworm) into $suite.
+use_suite() {
+	suite=${1:-${VMB_SUITE:-bookworm}}
+	case $suite in
+	bookworm | trixie | sid) ;;
+	*) echo "unknown suite '$suite' (bookworm, trixie or sid)" >&2 && exit 2 ;;
+	esac
+}
+
+# The kernel's own vmw_balloon, asked before the package is installed:
+# its path tells where this kernel keeps its modules and how it compresses
+# them (bookworm: .ko; trixie and later: .ko.xz), so the checks expect the
+# same of DKMS's copy. Sets intree, moddir and ko.
+# shellcheck disable=SC2034 # moddir and ko are the test's to read
+learn_kernel_module() {
+	intree=$(guest modinfo -n vmw_balloon)
+	note "the kernel's own module: $intree"
+	if [[ $intree =~ ^(/usr)?/lib/modules/$kver/kernel/drivers/misc/vmw_balloon(\.ko(\.xz|\.zst|\.gz)?)$ ]]; then
+		pass "the kernel has its own vmw_balloon module in its tree"
+		ko=${BASH_REMATCH[2]}
+		moddir=${intree%/kernel/drivers/misc/*}
+	else
+		fail "the kernel has its own vmw_balloon module in its tree"
+		echo "#   got '$intree'"
+		ko=.ko moddir=/lib/modules/$kver
+	fi
+}
+
+# check_dkms_installed WHAT: dkms status says installed for $kver, and
+# nothing else. DKMS 3.1 and later move the kernel's own module away on
+# install (and say "(Original modules exist)"); 3.0 (bookworm) leaves it.
+check_dkms_installed() {
+	local status moved
+	status=$(guest dkms status vmw_balloon)
+	note "dkms status: $status"
+	check "$1: dkms status says installed for $kver" grep -Eqx \
+		"vmw_balloon/$version, $kver, x86_64: installed( \(Original modules exist\))?" <<<"$status"
+	check "$1: dkms status has no WARNING" eval '! grep -q WARNING <<<"$status"'
+	moved=$(guest "test -e '$intree' && echo kept || echo moved")
+	if [[ $moved == moved ]]; then
+		check "$1: DKMS moved the kernel's own module away and says so" \
+			grep -q "installed (Original modules exist)$" <<<"$status"
+	else
+		check "$1: DKMS left the kernel's own module in place and says so" \
+			grep -q "installed$" <<<"$status"
 	fi
 }
 

@@ -1,0 +1,95 @@
+#!/bin/bash
+# A kernel upgrade under the package. A bookworm guest with vmw-balloon-dkms
+# installed gets bookworm-backports' 6.12 cloud kernel and its headers,
+# fetched on the host (tests/lib/backports-kernel) and handed in on a disk,
+# since the guest has no network. DKMS builds for the new kernel while it
+# installs; the guest boots it (update-grub made it the default); DKMS's
+# module autoloads there and balloons; purging the old kernel leaves DKMS
+# clean. Verdicts come from the guest and from the emulated host.
+# shellcheck source=tests/lib/guest.sh
+source "$(dirname "$0")/../lib/guest.sh"
+suite=bookworm
+GUEST=${GUEST:-vmb-test-upgrade}
+
+ensure_deb
+image=$("$vm" image --suite "$suite" | tail -n 1) || bail "no $suite disk image"
+debs=$("$root/tests/lib/backports-kernel" "$(dirname "$image")/dpkg-status" | tail -n 1) ||
+	bail "cannot fetch bookworm-backports' kernel"
+new=$(find "$debs" -name 'linux-image-*-cloud-amd64_*.deb' ! -name 'linux-image-cloud-amd64_*' \
+	-printf '%f\n' | sed 's/^linux-image-\([^_]*\)_.*/\1/')
+note "the new kernel: $new, $(find "$debs" -name '*.deb' | wc -l) packages from $debs"
+[[ $new =~ ^6\.12\. ]] || bail "expected one 6.12 cloud kernel among the packages, found '$new'"
+# vm start --file takes a path's last name: hand the folder in as "kernel".
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+ln -s "$debs" "$staging/kernel"
+
+"$vm" stop "$GUEST" --kill >/dev/null 2>&1
+"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$deb" --file "$staging/kernel" >&2 ||
+	bail "the VMware-like $suite guest did not boot"
+kver=$(guest uname -r)
+old=$kver
+note "$suite guest, kernel $old, package $version"
+learn_kernel_module
+guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
+	bail "apt install of the package failed"
+check_dkms_installed "before the upgrade"
+
+# The new kernel and headers: DKMS builds for them from the kernel's hooks.
+start=$SECONDS
+out=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /opt/vmb/kernel/*.deb 2>&1")
+rc=$?
+note "installed the new kernel in $((SECONDS - start)) s"
+sed 's/^/#   | /' <<<"$out" | grep -Ei 'dkms|vmw_balloon|error|warning|grub|initramfs' | head -n 40
+check_eq "upgrade: apt installs the new kernel and headers" "$rc" 0
+kver=$new
+status=$(guest dkms status vmw_balloon -k "$new")
+note "dkms status for $new: $status"
+check "upgrade: DKMS built and installed for $new while it installed" grep -Eqx \
+	"vmw_balloon/$version, $new, x86_64: installed( \(Original modules exist\))?" <<<"$status"
+check "upgrade: dkms status has no WARNING" eval '! guest dkms status | grep -q WARNING'
+check "upgrade: update-grub made $new the default" \
+	guest "grep -m1 -E '^[[:space:]]*linux[[:space:]]' /boot/grub/grub.cfg | grep -q 'vmlinuz-$new '"
+
+# The kernel's own module of the new kernel: where it lives and how it is
+# compressed tell what DKMS's copy must be called.
+new_intree=$(guest "ls /lib/modules/$new/kernel/drivers/misc/vmw_balloon.ko*")
+note "the new kernel's own module: $new_intree"
+ko=${new_intree##*/vmw_balloon}
+check "upgrade: the new kernel has its own vmw_balloon in its tree" \
+	grep -Eqx "/lib/modules/$new/kernel/drivers/misc/vmw_balloon\.ko(\.xz|\.zst|\.gz)?" <<<"$new_intree"
+
+"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from the reboot into $new"
+check_eq "reboot: the guest runs the new kernel" "$(guest uname -r)" "$new"
+check "reboot: vmw_balloon is loaded after boot" guest 'test -d /sys/module/vmw_balloon'
+file=$(guest modinfo -n vmw_balloon)
+check_eq "reboot: modinfo -n is DKMS's copy" "$file" "/lib/modules/$new/updates/dkms/vmw_balloon$ko"
+check_eq "reboot: the loaded module's version" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
+check_eq "reboot: the loaded module's srcversion is the DKMS-built file's" \
+	"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
+
+want=$((1024 * 1024 / 4))
+balloon_keep 1024
+check "reboot: the host holds $want frames within 60 s" wait_for 60 host_locked_is "$want"
+check_eq "reboot: the driver's debugfs current agrees" "$(guest_stat current)" "$want"
+balloon_keep 2048
+check "reboot: the balloon empties within 60 s" wait_for 60 host_locked_is 0
+
+# The old kernel goes: its image and headers, purged.
+old_packages=$(guest "dpkg-query -W -f='\${Package}\n' 'linux-image-$old' 'linux-headers-$old' \
+	'linux-headers-${old%-cloud-amd64}-common' 2>/dev/null" | tr '\n' ' ')
+note "purging $old_packages"
+out=$(guest "DEBIAN_FRONTEND=noninteractive apt-get purge -y $old_packages 2>&1")
+rc=$?
+sed 's/^/#   | /' <<<"$out" | grep -Ei 'dkms|vmw_balloon|error|warning' | head -n 40
+check_eq "purge old: apt purges the $old image and headers" "$rc" 0
+check "purge old: no error or warning while removing" eval '! grep -Eqi "error|warning" <<<"$out"'
+status=$(guest dkms status vmw_balloon)
+note "dkms status: $status"
+check "purge old: dkms status shows only $new, installed" grep -Eqx \
+	"vmw_balloon/$version, $new, x86_64: installed( \(Original modules exist\))?" <<<"$status"
+check "purge old: nothing of DKMS's is left for $old" \
+	guest "test ! -e '/var/lib/dkms/vmw_balloon/$version/$old' && ! ls /lib/modules/$old/updates/dkms/vmw_balloon.ko* 2>/dev/null"
+check_dmesg_clean "upgraded guest"
+
+finish
