@@ -58,6 +58,14 @@ check_eq "inflate: the driver's debugfs current agrees" "$(guest_stat current)" 
 inflated1=$(guest_vmstat balloon_inflate)
 check_range "inflate: vmstat balloon_inflate grew by at least the $want frames" \
 	$((${inflated1:-0} - ${inflated0:-0})) "$want" $((1 << 62))
+# Kernels with NR_BALLOON_PAGES (6.15) show "Balloon:" in /proc/meminfo:
+# the whole balloon, its 2 MiB pages included.
+ballooned_kib=$(guest_meminfo Balloon)
+if [[ -n $ballooned_kib ]]; then
+	check_eq "inflate: /proc/meminfo Balloon: is the whole balloon (KiB)" "$ballooned_kib" $((want * 4))
+else
+	note "this kernel has no Balloon: line in /proc/meminfo"
+fi
 avail1=$(guest_meminfo MemAvailable)
 rss1=$(qemu_rss_kib)
 note "after: MemAvailable $avail1 KiB, QEMU RSS $rss1 KiB, 2M entries $(host_get locked-2m)"
