@@ -7,9 +7,10 @@
 #
 #	sh conftest.sh MAKE OBJTREE PROBES_DIR OUTPUT_HEADER [VAR=VALUE...]
 #
-# The VAR=VALUE settings (the compiler, W=, ...) are passed on to the one
-# make that compiles all probes. Its whole output goes to vmb_probes.log
-# beside the header.
+# The VAR=VALUE settings (the compiler, ...) are passed on to the one make
+# that compiles all probes; W= reaches it through the environment
+# (KBUILD_EXTRA_WARN). Its whole output goes to vmb_probes.log beside the
+# header.
 #
 # probes/control.c must compile: if it does not, nothing the probes say can
 # be trusted and the build stops. Probes that are two forms of one API carry
