@@ -28,7 +28,8 @@
  *                   the guest runs; the next START grants from it (send a
  *                   reset to make the guest ask again).
  *   target-frames   uint64: the balloon target in 4 KiB frames.  QMP
- *                   "balloon" sets it to (RAM - value) / 4096; qom-set may
+ *                   "balloon" sets it to (RAM - value) / 4096, RAM being
+ *                   the size ram-frames shows; qom-set may
  *                   set anything (e.g. beyond 32 bits).  Not changed by a
  *                   guest reset.
  *
@@ -48,7 +49,10 @@
  *                   refused with refuse-status instead of being locked;
  *                   0 = off.  Only requests for valid guest RAM count.
  *   refuse-status   uint32, default 5 (PPN_PINNED): the status used for
- *                   refused frames (its low 5 bits in a batch entry).
+ *                   refused frames.  Only the error statuses a batch
+ *                   entry's 5-bit status field can hold are accepted,
+ *                   1 (CMD_INVALID) to 8 (BUSY); setting anything else
+ *                   fails and keeps the old value.
  *   fail-start      uint32 N: the next N START calls return FAILURE (-1);
  *                   after a failed START every other command returns RESET
  *                   until a START succeeds.
@@ -74,7 +78,9 @@
  *                         nothing else changes)
  *   refused-frames        lock requests refused through refuse-every
  *   discarded-frames      4 KiB frames whose host memory was released
- *   ram-frames            the guest's RAM size in 4 KiB frames
+ *   ram-frames            the guest's RAM size in 4 KiB frames: boot RAM
+ *                         plus plugged pc-dimm devices (not NVDIMM,
+ *                         virtio-pmem or virtio-mem memory)
  *
  * Rules the device applies:
  *   - GET_TARGET returns the target clamped to arg1 (the guest's RAM in
@@ -97,6 +103,11 @@
  *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.
  *   - START forgets every lock.  A guest reset (system_reset) forgets every
  *     lock and the grant but keeps the target.
+ *   - What a guest gets wrong (bad batch pages, invalid entries, ...) is
+ *     logged as a guest error (-d guest_errors), host memory it fails to
+ *     release as a warning; both at most 10 messages a minute, so that a
+ *     guest cannot flood the host's log.  A RAM block whose memory cannot
+ *     be released once is not tried again.
  *
  * This work is licensed under the terms of the GNU GPL, version 2 or later.
  */
@@ -112,6 +123,9 @@
 #include "hw/isa/isa.h"
 #include "hw/qdev-properties.h"
 #include "hw/boards.h"
+#include "hw/mem/pc-dimm.h"
+#include "qemu/timer.h"
+#include "qapi/visitor.h"
 #include "migration/vmstate.h"
 #include "sysemu/balloon.h"
 #include "sysemu/hostmem.h"
@@ -264,7 +278,6 @@ struct VMBalloonState {
     uint64_t busy_sent;
     uint64_t refused_frames;
     uint64_t discarded_frames;
-    uint64_t ram_frames;
     uint64_t commands;          /* for reset-every / busy-every */
     uint64_t lock_requests;     /* for refuse-every */
 
@@ -276,6 +289,12 @@ struct VMBalloonState {
     uint32_t refuse_every;
     uint32_t refuse_status;
     uint32_t fail_start;
+
+    /* the log rate limit, see vmb_log() */
+    int64_t log_window_start;   /* QEMU_CLOCK_REALTIME, ms */
+    unsigned int log_in_window;
+    uint64_t log_suppressed;
+    GHashTable *no_discard;     /* idstr of RAM blocks discards fail on */
 };
 
 /* One decoded port call. */
@@ -290,11 +309,80 @@ typedef struct VMBCall {
     uint64_t rcx;
 } VMBCall;
 
+/*
+ * The guest's ordinary RAM: what the machine booted with plus every
+ * plugged pc-dimm.  Only the plain pc-dimm type counts: NVDIMMs, virtio-pmem
+ * and virtio-mem are not ordinary RAM, so they take no part in targets.
+ */
+static int vmb_add_dimm_size(Object *obj, void *opaque)
+{
+    uint64_t *size = opaque;
+
+    if (!strcmp(object_get_typename(obj), TYPE_PC_DIMM) &&
+        DEVICE(obj)->realized && PC_DIMM(obj)->hostmem) {
+        *size += memory_region_size(
+            host_memory_backend_get_memory(PC_DIMM(obj)->hostmem));
+    }
+    return 0;
+}
+
 static uint64_t vmb_ram_size(void)
 {
     MachineState *ms = MACHINE(qdev_get_machine());
+    uint64_t size = ms->ram_size;
 
-    return ms->ram_size;
+    object_child_foreach_recursive(OBJECT(ms), vmb_add_dimm_size, &size);
+    return size;
+}
+
+/*
+ * Report something a guest can cause (bad arguments, or host failures that
+ * a guest can make happen over and over).  A guest may do that thousands of
+ * times a second, so at most VMB_LOG_BURST messages go out per
+ * VMB_LOG_WINDOW_MS; the rest are counted and the count is reported when
+ * the next window opens.  Guest mistakes are LOG_GUEST_ERROR (shown with
+ * "-d guest_errors"); host failures are warnings.
+ */
+#define VMB_LOG_BURST       10
+#define VMB_LOG_WINDOW_MS   60000
+
+static void G_GNUC_PRINTF(3, 4) vmb_log(VMBalloonState *s, bool guest_error,
+                                        const char *fmt, ...)
+{
+    int64_t now = qemu_clock_get_ms(QEMU_CLOCK_REALTIME);
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    if (guest_error && !qemu_loglevel_mask(LOG_GUEST_ERROR)) {
+        return;
+    }
+    if (now - s->log_window_start >= VMB_LOG_WINDOW_MS) {
+        if (s->log_suppressed) {
+            warn_report("vmware-balloon: %" PRIu64 " more messages were "
+                        "suppressed", s->log_suppressed);
+        }
+        s->log_window_start = now;
+        s->log_in_window = 0;
+        s->log_suppressed = 0;
+    }
+    if (s->log_in_window >= VMB_LOG_BURST) {
+        s->log_suppressed++;
+        return;
+    }
+    s->log_in_window++;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    if (guest_error) {
+        qemu_log_mask(LOG_GUEST_ERROR, "vmware-balloon: %s%s\n", msg,
+                      s->log_in_window == VMB_LOG_BURST ?
+                      " (more messages suppressed for a minute)" : "");
+    } else {
+        warn_report("vmware-balloon: %s%s", msg,
+                    s->log_in_window == VMB_LOG_BURST ?
+                    " (more messages suppressed for a minute)" : "");
+    }
 }
 
 /* Forget every lock: what a restarted host, a new START or a guest reset
@@ -332,7 +420,8 @@ static bool vmb_wide_target(VMBalloonState *s, const VMBCall *c)
 static uint64_t vmb_guest_target(VMBalloonState *s, const VMBCall *c)
 {
     uint64_t target = s->target_frames;
-    uint64_t limit = s->last_limit ? s->last_limit : s->ram_frames;
+    uint64_t limit = s->last_limit ? s->last_limit
+                                   : vmb_ram_size() >> VMB_FRAME_SHIFT;
 
     target = MIN(target, limit);
     if (!vmb_wide_target(s, c)) {
@@ -408,9 +497,21 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
                          " locked 4 KiB frames are not released", pagesize);
         return;
     }
-    /* Errors are reported by ram_block_discard_range and are not fatal. */
+    /*
+     * A block that failed once is not tried again: the failure (reported
+     * by ram_block_discard_range on every call) would come back on every
+     * lock, and a guest could fill the host's log with it.
+     */
+    if (g_hash_table_contains(s->no_discard, qemu_ram_get_idstr(rb))) {
+        return;
+    }
     if (ram_block_discard_range(rb, rb_offset, len) == 0) {
         s->discarded_frames += nframes;
+    } else {
+        g_hash_table_add(s->no_discard, g_strdup(qemu_ram_get_idstr(rb)));
+        vmb_log(s, false, "cannot release the host memory of %s; locked "
+                "frames there keep their memory from now on",
+                qemu_ram_get_idstr(rb));
     }
 }
 
@@ -478,13 +579,23 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
 
 static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
 {
+    uint32_t status;
+
     if (!(s->granted & VMB_CAP_BASIC)) {
         return VMB_ERROR_CMD_INVALID;
     }
     if ((c->arg1 >> 32) && !(s->granted & VMB_CAP_64BIT_TARGET)) {
+        vmb_log(s, true, "%s of PFN %#" PRIx64 " >= 2^32 without "
+                "64_BIT_TARGET", lock ? "LOCK" : "UNLOCK", c->arg1);
         return VMB_ERROR_PPN_INVALID;
     }
-    return vmb_frame_op(s, c->arg1, 1, lock);
+    status = vmb_frame_op(s, c->arg1, 1, lock);
+    if (status == VMB_ERROR_PPN_INVALID) {
+        vmb_log(s, true, "%s of PFN %#" PRIx64 ": PPN_INVALID (not ordinary "
+                "guest RAM, or part of a 2 MiB lock)",
+                lock ? "LOCK" : "UNLOCK", c->arg1);
+    }
+    return status;
 }
 
 static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
@@ -493,18 +604,23 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     uint64_t entries[VMB_BATCH_MAX_ENTRIES];
     MemoryRegionSection page;
     uint64_t count = c->arg2;
+    const char *name = vmb_cmd_name[c->cmd];
+    uint64_t i, invalid = 0;
     hwaddr page_gpa;
     MemTxResult res;
-    uint64_t i;
 
     if (!(s->granted & VMB_CAP_BATCHED) ||
         (huge && !(s->granted & VMB_CAP_BATCHED_2M))) {
         return VMB_ERROR_CMD_INVALID;
     }
     if (count > VMB_BATCH_MAX_ENTRIES) {
+        vmb_log(s, true, "%s of %" PRIu64 " entries (at most %d)", name,
+                count, VMB_BATCH_MAX_ENTRIES);
         return VMB_FAILURE;
     }
     if (!vmb_find_ram(c->arg1, 1, &page)) {
+        vmb_log(s, true, "%s: the batch page, PFN %#" PRIx64 ", is not "
+                "guest RAM", name, c->arg1);
         return VMB_FAILURE;
     }
     memory_region_unref(page.mr);
@@ -516,6 +632,8 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     res = address_space_read(&address_space_memory, page_gpa,
                              MEMTXATTRS_UNSPECIFIED, entries, count * 8);
     if (res != MEMTX_OK) {
+        vmb_log(s, true, "%s: cannot read the batch page at PFN %#" PRIx64,
+                name, c->arg1);
         return VMB_FAILURE;
     }
 
@@ -529,6 +647,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
             status = vmb_frame_op(s, entry >> VMB_FRAME_SHIFT,
                                   huge ? VMB_2M_FRAMES : 1, lock);
         }
+        invalid += status == VMB_ERROR_PPN_INVALID;
         entry = (entry & ~VMB_ENTRY_STATUS_MASK) | (status & VMB_ENTRY_STATUS_MASK);
         entries[i] = cpu_to_le64(entry);
     }
@@ -536,8 +655,13 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     res = address_space_write(&address_space_memory, page_gpa,
                               MEMTXATTRS_UNSPECIFIED, entries, count * 8);
     if (res != MEMTX_OK) {
-        qemu_log_mask(LOG_GUEST_ERROR,
-                      "vmware-balloon: cannot write back the batch page\n");
+        vmb_log(s, true, "%s: cannot write the statuses back to the batch "
+                "page at PFN %#" PRIx64, name, c->arg1);
+    }
+    if (invalid) {
+        vmb_log(s, true, "%s: %" PRIu64 " of %" PRIu64 " entries are invalid "
+                "(reserved bits set, not guest RAM, or misplaced)", name,
+                invalid, count);
     }
     return VMB_SUCCESS;
 }
@@ -763,6 +887,38 @@ static void vmb_set_busy_next(Object *obj, bool value, Error **errp)
     VMWARE_BALLOON(obj)->busy_next = value;
 }
 
+static void vmb_get_ram_frames(Object *obj, Visitor *v, const char *name,
+                               void *opaque, Error **errp)
+{
+    uint64_t frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
+
+    visit_type_uint64(v, name, &frames, errp);
+}
+
+static void vmb_get_refuse_status(Object *obj, Visitor *v, const char *name,
+                                  void *opaque, Error **errp)
+{
+    visit_type_uint32(v, name, &VMWARE_BALLOON(obj)->refuse_status, errp);
+}
+
+/* A refusal goes into a batch entry's 5-bit status: only the error
+ * statuses 1..8 make sense there (0 would be SUCCESS). */
+static void vmb_set_refuse_status(Object *obj, Visitor *v, const char *name,
+                                  void *opaque, Error **errp)
+{
+    uint32_t value;
+
+    if (!visit_type_uint32(v, name, &value, errp)) {
+        return;
+    }
+    if (value < VMB_ERROR_CMD_INVALID || value > VMB_ERROR_BUSY) {
+        error_setg(errp, "vmware-balloon: refuse-status %" PRIu32 " is not "
+                   "an error status a batch entry can hold (1..8)", value);
+        return;
+    }
+    VMWARE_BALLOON(obj)->refuse_status = value;
+}
+
 static void vmb_instance_init(Object *obj)
 {
     VMBalloonState *s = VMWARE_BALLOON(obj);
@@ -772,6 +928,8 @@ static void vmb_instance_init(Object *obj)
 
     vmb_frames_init(&s->locked);
     vmb_frames_init(&s->heads);
+    s->no_discard = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                          NULL);
     s->refuse_status = VMB_ERROR_PPN_PINNED;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 
@@ -786,8 +944,8 @@ static void vmb_instance_init(Object *obj)
                              vmb_set_busy_next);
     object_property_add_uint32_ptr(obj, "busy-every", &s->busy_every, rw);
     object_property_add_uint32_ptr(obj, "refuse-every", &s->refuse_every, rw);
-    object_property_add_uint32_ptr(obj, "refuse-status", &s->refuse_status,
-                                   rw);
+    object_property_add(obj, "refuse-status", "uint32", vmb_get_refuse_status,
+                        vmb_set_refuse_status, NULL, NULL);
     object_property_add_uint32_ptr(obj, "fail-start", &s->fail_start, rw);
 
     object_property_add_uint64_ptr(obj, "locked-frames", &s->locked_frames,
@@ -808,7 +966,8 @@ static void vmb_instance_init(Object *obj)
                                    ro);
     object_property_add_uint64_ptr(obj, "discarded-frames",
                                    &s->discarded_frames, ro);
-    object_property_add_uint64_ptr(obj, "ram-frames", &s->ram_frames, ro);
+    object_property_add(obj, "ram-frames", "uint64", vmb_get_ram_frames,
+                        NULL, NULL, NULL);
 
     for (i = 0; i < VMB_CMD_NUM; i++) {
         g_autofree char *calls = NULL;
@@ -830,6 +989,7 @@ static void vmb_instance_finalize(Object *obj)
 
     vmb_frames_destroy(&s->locked);
     vmb_frames_destroy(&s->heads);
+    g_hash_table_destroy(s->no_discard);
 }
 
 static void vmb_realize(DeviceState *dev, Error **errp)
@@ -847,7 +1007,6 @@ static void vmb_realize(DeviceState *dev, Error **errp)
         return;
     }
     s->handler_registered = true;
-    s->ram_frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
 
     memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
                           TYPE_VMWARE_BALLOON, VMB_IO_SIZE);

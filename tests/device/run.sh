@@ -4,7 +4,8 @@
 #
 #   tests/device/run.sh          one guest: hostcheck, targets (QMP and
 #                                64-bit), fault injection, host memory
-#                                released, reboot, random garbage
+#                                released, reboot, random garbage and the
+#                                log rate limit, a hot-plugged DIMM
 #   tests/device/run.sh --all    also guests with legacy=on and other
 #                                capabilities (three more boots)
 #
@@ -23,6 +24,7 @@ case ${1:-} in
 esac
 
 qmp() { "$vm" qmp "$name" "$@"; }
+run_dir=${VMB_RUN_DIR:-/tmp/vmb-run}
 
 # hostcheck_tap DESCRIPTION ARGS...: run the checker, its TAP as a subtest
 hostcheck_tap() {
@@ -39,11 +41,24 @@ raw() {
 	guest /root/hostcheck --call "$@" | sed -n 's/^status=\(0x[0-9a-f]*\|0\) .*/\1/p'
 }
 
+# raw_rbx CMD ARG1 ARG2: one call; prints RBX as a decimal number
+raw_rbx() {
+	printf '%d\n' "$(guest /root/hostcheck --call "$@" | sed -n 's/.* rbx=\([0-9a-fx]*\) .*/\1/p')"
+}
+
+# json_get EXPRESSION: evaluate a Python expression on the JSON in stdin (j)
+json_get() {
+	python3 -c 'import json, sys; j = json.load(sys.stdin); print('"$1"')'
+}
+
+# boot DEVICE-OPTS [VM-START-ARGS...]
 boot() {
+	local opts=$1
+	shift
 	"$vm" stop "$name" >/dev/null 2>&1 || true
-	"$vm" start "$name" --plain --mem 2G --device-opts "$1" \
-		--file "$root/tests/device/hostcheck.c" --file "$root/src/wire.h" >&2 ||
-		bail "boot a guest with -device vmware-balloon,$1"
+	"$vm" start "$name" --plain --mem 2G --device-opts "$opts" \
+		--file "$root/tests/device/hostcheck.c" --file "$root/src/wire.h" "$@" >&2 ||
+		bail "boot a guest with -device vmware-balloon,$opts"
 	# A plain PC loads no balloon driver; make sure, then build the checker.
 	guest 'modprobe -r vmw_balloon 2>/dev/null; ! grep -q "^vmw_balloon " /proc/modules' ||
 		bail "no balloon driver in the guest"
@@ -52,8 +67,20 @@ boot() {
 }
 
 # ------------------------------------------------------------------------
-note "guest $name: default device"
-boot ""
+note "refuse-status on the command line"
+qemu=${VMB_QEMU:-$("$root/qemu-cloud/qemu/build.sh" | tail -n 1)}
+for bad in 0 9; do
+	out=$(timeout 60 "$qemu" -L /usr/share/qemu -L /usr/share/seabios \
+		-L /usr/lib/ipxe/qemu -machine pc -accel tcg -nodefaults -display none \
+		-S -monitor none -device "vmware-balloon,refuse-status=$bad" </dev/null 2>&1)
+	rc=$?
+	check "-device vmware-balloon,refuse-status=$bad: QEMU refuses to start" \
+		eval '((rc != 0 && rc != 124)) && grep -q "refuse-status $bad is not" <<<"$out"'
+done
+
+note "guest $name: default device, a DIMM slot free, guest errors logged"
+boot "" --mem 2G,slots=2,maxmem=4G --qemu-arg=-d --qemu-arg=guest_errors
+log_since=$SECONDS log_lines=0
 
 ram=$(host_get ram-frames)
 qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
@@ -87,6 +114,19 @@ host_set refuse-every 4
 check "refuse-every 4: a quarter of the locks refused" \
 	eval 'guest /root/hostcheck --hold 1 --seconds 1 | grep -q "locked 192 of 256"'
 host_set refuse-every 0
+for bad in 0 9 31 4294967295; do
+	check "qom-set refuse-status $bad fails" eval "! host_set refuse-status $bad 2>/dev/null"
+done
+check_eq "... and refuse-status keeps its value" "$(host_get refuse-status)" 5
+host_set refuse-status 6
+check_eq "qom-set refuse-status 6 works" "$(host_get refuse-status)" 6
+# With every lock refused, nothing is locked: PFN 0x100 (guest RAM) is safe.
+host_set refuse-every 1
+raw 0 0x3e 0 >/dev/null
+check_eq "a refused LOCK returns refuse-status 6" "$(raw 2 0x100 0)" 0x6
+host_set refuse-every 0
+host_set refuse-status 5
+raw 0 0 0 >/dev/null
 
 note "host memory"
 discarded=$(host_get discarded-frames)
@@ -124,6 +164,34 @@ check_eq "the guest survived them" "$rc" 0
 host_set refuse-every 0
 host_set reset-every 0
 hostcheck_tap "hostcheck passes after the garbage" --target 1000
+
+# The fuzzing made the device log thousands of guest errors; at most 10 a
+# minute may reach QEMU's log (qemu.log: QEMU's stderr), plus a line per
+# minute saying how many were suppressed.
+minutes=$(((SECONDS - log_since) / 60 + 1))
+logged=$(tail -n +$((log_lines + 1)) "$run_dir/$name/qemu.log" | grep -c 'vmware-balloon: ')
+check_range "guest errors in QEMU's log: at most 11 per minute for $minutes minutes" \
+	"$logged" 1 $((11 * minutes))
+check "the log says that messages were suppressed" \
+	grep -q 'more messages suppressed' "$run_dir/$name/qemu.log"
+
+note "a hot-plugged DIMM"
+ram=$(host_get ram-frames)
+check_eq "ram-frames: 2 GiB of boot RAM" "$ram" 524288
+qmp object-add '{"qom-type": "memory-backend-ram", "id": "dimm0mem", "size": 268435456}' >/dev/null &&
+	qmp device_add '{"driver": "pc-dimm", "id": "dimm0", "memdev": "dimm0mem"}' >/dev/null ||
+	bail "hot-plug a 256 MiB pc-dimm"
+ram=$(host_get ram-frames)
+check_eq "ram-frames counts the DIMM" "$ram" $((524288 + 65536))
+qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
+check_eq "QMP balloon: target-frames = (RAM + DIMM - value) / 4096" "$(host_get target-frames)" 1000
+check_eq "query-balloon: actual = RAM + DIMM with nothing locked" \
+	"$(qmp query-balloon | json_get 'j["actual"]')" $((ram * 4096))
+host_set target-frames $((1 << 40))
+raw 0 0x3e 0 >/dev/null
+check_eq "GET_TARGET(no limit) clamps to RAM + DIMM" "$(raw_rbx 1 0 0)" "$ram"
+raw 0 0 0 >/dev/null
+host_set target-frames 1000
 "$vm" stop "$name" >&2
 
 if ((all)); then
