@@ -90,9 +90,15 @@
  *     mode) the target is clamped to 32 bits and the limit is read as 32
  *     bits.  The command (ECX) and arg2 (ESI) are always read as 32 bits,
  *     arg1 as the whole RBX in 64-bit mode.
- *   - Every frame must be guest RAM: memory of a memory backend (not MMIO,
- *     ROM, read-only, device RAM such as video memory, or absent);
- *     the whole 2 MiB for 2M entries, which must be 2 MiB aligned.  A single
+ *   - Every frame must be ordinary guest RAM: the machine's RAM (including
+ *     NUMA nodes' memory) or a plugged pc-dimm.  Not MMIO, ROM, read-only
+ *     memory, device RAM such as video memory, or absent memory; and not
+ *     memory that is not the guest's alone: ivshmem (shared with other
+ *     processes), NVDIMM and virtio-pmem (host files), virtio-mem and any
+ *     other region with a RAM discard manager (its device decides what is
+ *     backed).  Those are PPN_INVALID and nothing is discarded; the batch
+ *     page must be ordinary guest RAM too.  The whole 2 MiB must be such
+ *     RAM for 2M entries, which must be 2 MiB aligned.  A single
  *     LOCK/UNLOCK PFN >= 2^32 is PPN_INVALID unless 64_BIT_TARGET was
  *     granted.  Batch entries with bits 5-11 set are PPN_INVALID.  Unlocking
  *     one 4 KiB frame of a locked 2 MiB entry, or a 2 MiB range that holds
@@ -100,7 +106,13 @@
  *   - A batch page outside RAM or more than 512 entries: FAILURE, nothing
  *     done.  Per-entry statuses go into bits 0-4 of each entry.
  *   - Locked frames have their host memory discarded (unless discards are
- *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.
+ *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.  RAM
+ *     that is a private mapping of a file (memory-backend-file,share=off)
+ *     only loses QEMU's private copies of the pages (madvise DONTNEED):
+ *     the file is never written or punched, and unlocked frames read as
+ *     the file's contents again.  Shared RAM (share=on, memfd) is the
+ *     guest's own, and is discarded like anonymous RAM, as virtio-balloon
+ *     does.
  *   - START forgets every lock.  A guest reset (system_reset) forgets every
  *     lock and the grant but keeps the target.
  *   - What a guest gets wrong (bad batch pages, invalid entries, ...) is
@@ -117,6 +129,7 @@
 #include "qemu/bitops.h"
 #include "qemu/error-report.h"
 #include "qemu/log.h"
+#include "qemu/madvise.h"
 #include "qemu/rcu.h"
 #include "qapi/error.h"
 #include "qapi/qapi-types-machine.h"
@@ -295,6 +308,7 @@ struct VMBalloonState {
     unsigned int log_in_window;
     uint64_t log_suppressed;
     GHashTable *no_discard;     /* idstr of RAM blocks discards fail on */
+    MemoryRegion *dimm_region_seen; /* a DIMM's, during one port call */
 };
 
 /* One decoded port call. */
@@ -312,7 +326,8 @@ typedef struct VMBCall {
 /*
  * The guest's ordinary RAM: what the machine booted with plus every
  * plugged pc-dimm.  Only the plain pc-dimm type counts: NVDIMMs, virtio-pmem
- * and virtio-mem are not ordinary RAM, so they take no part in targets.
+ * and virtio-mem are memory the balloon never takes (see vmb_is_guest_ram),
+ * so they take no part in targets either.
  */
 static int vmb_add_dimm_size(Object *obj, void *opaque)
 {
@@ -430,14 +445,55 @@ static uint64_t vmb_guest_target(VMBalloonState *s, const VMBCall *c)
     return target;
 }
 
+static int vmb_dimm_has_region(Object *obj, void *opaque)
+{
+    MemoryRegion *mr = opaque;
+
+    return !strcmp(object_get_typename(obj), TYPE_PC_DIMM) &&
+           DEVICE(obj)->realized && PC_DIMM(obj)->hostmem &&
+           host_memory_backend_get_memory(PC_DIMM(obj)->hostmem) == mr;
+}
+
 /*
- * Is [frame, frame + nframes) guest RAM, in a single region?  Guest RAM is
- * what a memory backend provides (the machine's RAM, NUMA nodes, DIMMs):
- * writable RAM of devices (video memory, say) is not.  On success
- * fill *section, which holds a reference the caller must drop with
- * memory_region_unref(section->mr).
+ * Is @mr ordinary guest RAM, memory the guest may give up?  That is the
+ * machine's RAM (its memory backend, or a NUMA node's backend inside it)
+ * and the backend of a plugged pc-dimm.  Anything else backed by a memory
+ * backend belongs to something the guest does not own alone: ivshmem
+ * memory is shared with other processes, NVDIMM and virtio-pmem memory is
+ * a file the host keeps, and virtio-mem (any region with a RAM discard
+ * manager) decides itself which of its memory is backed.  Discarding any
+ * of those would damage something outside the guest's RAM.
  */
-static bool vmb_find_ram(uint64_t frame, uint64_t nframes,
+static bool vmb_is_guest_ram(VMBalloonState *s, MemoryRegion *mr)
+{
+    MachineState *ms = MACHINE(qdev_get_machine());
+
+    if (memory_region_has_ram_discard_manager(mr)) {
+        return false;
+    }
+    if (ms->ram && (mr == ms->ram || mr->container == ms->ram)) {
+        return true;
+    }
+    /* A DIMM: one walk of the machine's objects per port call at most,
+     * since a batch names the same DIMM over and over. */
+    if (mr == s->dimm_region_seen) {
+        return true;
+    }
+    if (object_child_foreach_recursive(OBJECT(ms), vmb_dimm_has_region,
+                                       mr)) {
+        s->dimm_region_seen = mr;
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Is [frame, frame + nframes) ordinary guest RAM, in a single region (see
+ * vmb_is_guest_ram)?  MMIO, ROM, read-only memory and device RAM such as
+ * video memory are not.  On success fill *section, which holds a
+ * reference the caller must drop with memory_region_unref(section->mr).
+ */
+static bool vmb_find_ram(VMBalloonState *s, uint64_t frame, uint64_t nframes,
                          MemoryRegionSection *section)
 {
     MemoryRegionSection sec;
@@ -462,7 +518,8 @@ static bool vmb_find_ram(uint64_t frame, uint64_t nframes,
         sec.readonly ||
         !sec.mr->ram_block ||
         !object_dynamic_cast(memory_region_owner(sec.mr),
-                             TYPE_MEMORY_BACKEND)) {
+                             TYPE_MEMORY_BACKEND) ||
+        !vmb_is_guest_ram(s, sec.mr)) {
         memory_region_unref(sec.mr);
         return false;
     }
@@ -479,6 +536,7 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     RAMBlock *rb;
     size_t pagesize;
     void *host;
+    int ret;
 
     if (ram_block_discard_is_disabled()) {
         return;
@@ -505,7 +563,18 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     if (g_hash_table_contains(s->no_discard, qemu_ram_get_idstr(rb))) {
         return;
     }
-    if (ram_block_discard_range(rb, rb_offset, len) == 0) {
+    if (memory_region_get_fd(sec->mr) >= 0 && !qemu_ram_is_shared(rb)) {
+        /*
+         * A private mapping of a file (memory-backend-file,share=off):
+         * ram_block_discard_range would punch a hole in the file itself,
+         * which is not the guest's to change.  Dropping our private copies
+         * of the pages is enough; they read as the file's contents again.
+         */
+        ret = qemu_madvise(host, len, QEMU_MADV_DONTNEED);
+    } else {
+        ret = ram_block_discard_range(rb, rb_offset, len);
+    }
+    if (ret == 0) {
         s->discarded_frames += nframes;
     } else {
         g_hash_table_add(s->no_discard, g_strdup(qemu_ram_get_idstr(rb)));
@@ -530,7 +599,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
     if (nframes == VMB_2M_FRAMES && frame != head) {
         return VMB_ERROR_PPN_INVALID;
     }
-    if (!vmb_find_ram(frame, nframes, &sec)) {
+    if (!vmb_find_ram(s, frame, nframes, &sec)) {
         return VMB_ERROR_PPN_INVALID;
     }
 
@@ -618,7 +687,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
                 count, VMB_BATCH_MAX_ENTRIES);
         return VMB_FAILURE;
     }
-    if (!vmb_find_ram(c->arg1, 1, &page)) {
+    if (!vmb_find_ram(s, c->arg1, 1, &page)) {
         vmb_log(s, true, "%s: the batch page, PFN %#" PRIx64 ", is not "
                 "guest RAM", name, c->arg1);
         return VMB_FAILURE;
@@ -730,6 +799,7 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
         s->calls_unknown++;
     }
     s->commands++;
+    s->dimm_region_seen = NULL;
 
     status = vmb_injected(s, cmd);
     if (status == 0) {

@@ -2,10 +2,13 @@
 # Check the vmware-balloon device (qemu-cloud/qemu/) end to end from inside
 # a guest booted with qemu-cloud/vm, and print TAP.
 #
-#   tests/device/run.sh          one guest: hostcheck, targets (QMP and
-#                                64-bit), fault injection, host memory
+#   tests/device/run.sh          two guests.  One: hostcheck, targets (QMP
+#                                and 64-bit), fault injection, host memory
 #                                released, reboot, random garbage and the
-#                                log rate limit, a hot-plugged DIMM
+#                                log rate limit, a hot-plugged DIMM.  Two:
+#                                RAM that is a private file mapping, and
+#                                ivshmem, NVDIMM, virtio-pmem and virtio-mem
+#                                memory the device must never take
 #   tests/device/run.sh --all    also guests with legacy=on and other
 #                                capabilities (three more boots)
 #
@@ -64,6 +67,12 @@ boot() {
 		bail "no balloon driver in the guest"
 	guest 'gcc -O2 -Wall -I/opt/vmb -o /root/hostcheck /opt/vmb/hostcheck.c' >&2 ||
 		bail "compile hostcheck in the guest"
+}
+
+# file_state FILE: its checksum and the blocks it has on disk (a hole
+# punched into it would change either)
+file_state() {
+	echo "$(sha256sum <"$1" | cut -c1-64) $(stat -c %b "$1")"
 }
 
 # ------------------------------------------------------------------------
@@ -193,6 +202,94 @@ check_eq "GET_TARGET(no limit) clamps to RAM + DIMM" "$(raw_rbx 1 0 0)" "$ram"
 raw 0 0 0 >/dev/null
 host_set target-frames 1000
 "$vm" stop "$name" >&2
+
+# ------------------------------------------------------------------------
+# RAM that is a private mapping of a file, and memory that is not the
+# guest's own: shared memory (ivshmem), NVDIMM and virtio-pmem (host files)
+# and virtio-mem (a RAM discard manager decides what is backed).
+note "guest $name: private file RAM; ivshmem, NVDIMM, virtio-pmem, virtio-mem"
+mem_dir=$run_dir/$name-mem
+rm -rf "$mem_dir" && mkdir -p "$mem_dir" || bail "create $mem_dir"
+# The RAM file is not all zeros, so that a hole punched into it would show.
+yes 'vmw-balloon private RAM' | head -c 1G >"$mem_dir/ram.img"
+for f in ivshmem:4 nvdimm:64 pmem:64; do
+	head -c "${f#*:}M" /dev/urandom >"$mem_dir/${f%%:*}.img"
+done
+sync -- "$mem_dir"/*.img  # blocks on disk settle once written back
+declare -A before=()
+for f in ram ivshmem nvdimm pmem; do
+	before[$f]=$(file_state "$mem_dir/$f.img")
+done
+mem_args=(--mem 1G,slots=4,maxmem=4G)
+for a in \
+	-object "memory-backend-file,id=ram0,share=off,mem-path=$mem_dir/ram.img,size=1G" \
+	-machine memory-backend=ram0,nvdimm=on \
+	-object "memory-backend-file,id=shm0,share=on,mem-path=$mem_dir/ivshmem.img,size=4M" \
+	-device ivshmem-plain,id=ivs0,memdev=shm0 \
+	-object "memory-backend-file,id=nv0,share=on,mem-path=$mem_dir/nvdimm.img,size=64M" \
+	-device nvdimm,id=nvd0,memdev=nv0 \
+	-object "memory-backend-file,id=pm0,share=on,mem-path=$mem_dir/pmem.img,size=64M" \
+	-device virtio-pmem-pci,id=vpm0,memdev=pm0 \
+	-object memory-backend-ram,id=vmem0,size=128M \
+	-device virtio-mem-pci,id=vmemd0,memdev=vmem0,requested-size=0; do
+	mem_args+=("--qemu-arg=$a")
+done
+boot "" "${mem_args[@]}"
+check_eq "ram-frames: 1 GiB (NVDIMM, virtio-pmem, virtio-mem do not count)" \
+	"$(host_get ram-frames)" 262144
+
+# The ivshmem BAR as the guest sees it, and proof that it is the file.
+bar=$(guest 'for d in /sys/bus/pci/devices/*; do
+	[ "$(cat $d/vendor):$(cat $d/device)" = 0x1af4:0x1110 ] || continue
+	echo 1 >$d/enable; echo $d $(sed -n 3p $d/resource); done')
+read -r bar_dev bar_start bar_end _ <<<"$bar"
+check "the guest has the ivshmem BAR (${bar_start:-none})" test -n "${bar_start:-}"
+shm_sha=$(head -c 4096 "$mem_dir/ivshmem.img" | sha256sum | cut -c1-64)
+peek_bar() {
+	guest "python3 -c 'import hashlib, mmap; f = open(\"$bar_dev/resource2\", \"rb\");
+print(hashlib.sha256(mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)[:4096]).hexdigest())'"
+}
+check_eq "the guest reads the shared file through the BAR" "$(peek_bar)" "$shm_sha"
+
+discarded=$(host_get discarded-frames)
+devices=$(qmp query-memory-devices)
+refuse_region() { # WHAT PFN FRAMES
+	hostcheck_tap "$1 (PFN $2, $3 frames): refused" --refused "$2" "$3"
+}
+refuse_region "ivshmem" $((bar_start >> 12)) $(((bar_end - bar_start + 1) >> 12))
+# (virtio-mem's "size" is what the guest plugged; its region is max-size)
+for t in nvdimm:addr:size virtio-pmem:memaddr:size virtio-mem:memaddr:max-size; do
+	IFS=: read -r type addr_key size_key <<<"$t"
+	read -r addr size < <(json_get "' '.join(str(d['data'][k]) for d in j
+		for k in ('$addr_key', '$size_key') if d['type'] == '$type')" <<<"$devices")
+	if [[ -z ${size:-} ]]; then
+		fail "QEMU reports a $type device"
+		continue
+	fi
+	refuse_region "$type" $((addr >> 12)) $((size >> 12))
+done
+# each --refused run locked (and so released) one own page of ordinary RAM
+check_eq "nothing else was discarded" "$(host_get discarded-frames)" $((discarded + 4))
+check_eq "nothing is locked" "$(host_get locked-frames)" 0
+check_eq "the guest still reads the same shared memory" "$(peek_bar)" "$shm_sha"
+
+# Ordinary RAM, a private mapping of ram.img: it is released, the file is
+# not touched.
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "private file RAM: 64 MiB locked" wait_for 300 host_locked_is 16384
+check "... and released (discarded-frames)" \
+	eval '(( $(host_get discarded-frames) - discarded >= 16384 ))'
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "... and given back" wait_for 300 host_locked_is 0
+check "hostcheck unlocked all 16384 pages" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 16384 of 16384"'
+hostcheck_tap "hostcheck on private file RAM"
+"$vm" stop "$name" >&2
+for f in ram ivshmem nvdimm pmem; do
+	check_eq "$f.img: contents and blocks on disk unchanged" \
+		"$(file_state "$mem_dir/$f.img")" "${before[$f]}"
+done
+rm -rf "$mem_dir"
 
 if ((all)); then
 	note "guest $name: legacy=on"
