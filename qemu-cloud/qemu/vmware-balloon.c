@@ -12,7 +12,7 @@
  * QEMU's balloon handler, so HMP "balloon N" / "info balloon" and QMP
  * "balloon" / "query-balloon" work as for virtio-balloon: the value given is
  * the memory the guest should keep.  Only one balloon device may exist.
- * The device cannot be migrated.
+ * The device migrates (and so allows savevm), see "Migration" below.
  *
  * Properties fixed at creation (-device ...):
  *   capabilities  uint32, default 0x2e.  START grants arg1 & capabilities;
@@ -121,6 +121,24 @@
  *     guest cannot flood the host's log.  A RAM block whose memory cannot
  *     be released once is not tried again.
  *
+ * Migration (and savevm/loadvm): the protocol state moves whole: the grant,
+ * a pending RESET, the target, the guest's last limit, GUEST_ID and doorbell
+ * arguments, and the set of locked frames (4 KiB frames and the heads of
+ * 2 MiB entries).  The guest does not notice the move: its locks stay
+ * locked and it unlocks them later as usual.  The other way, answering
+ * RESET after the move, would look simpler but make every guest throw its
+ * whole balloon back and inflate it again right after each migration: a
+ * burst of guest activity and memory churn on the new host just when it is
+ * least welcome, and a savevm snapshot would not restore the balloon it
+ * was taken with.  After loading, the new host releases the memory of the
+ * locked frames again (a no-op after an incoming migration, where they
+ * arrive as zero pages it never allocates; not done during postcopy).
+ * locked-frames and locked-2m are recounted from the sets, which must be
+ * consistent.  Counters (calls-*, discarded-frames, ...) and the fault
+ * injection settings are the host's and start afresh; capabilities and
+ * legacy come from the new device's own properties: if it would not grant
+ * what the guest holds, it answers RESET and the guest starts over.
+ *
  * This work is licensed under the terms of the GNU GPL, version 2 or later.
  */
 
@@ -140,6 +158,8 @@
 #include "qemu/timer.h"
 #include "qapi/visitor.h"
 #include "migration/vmstate.h"
+#include "migration/misc.h"
+#include "migration/qemu-file-types.h"
 #include "sysemu/balloon.h"
 #include "sysemu/hostmem.h"
 #include "sysemu/hw_accel.h"
@@ -1106,9 +1126,186 @@ static void vmb_reset(DeviceState *dev)
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 }
 
+/*
+ * Migration.  A frame set travels as the chunks that have a frame in them,
+ * each as its number (be64) and its bitmap (little-endian, 4 KiB), then
+ * VMB_FRAMES_END.  Chunk numbers are frame >> 15 < 2^49, so the marker
+ * cannot be one.
+ */
+#define VMB_FRAMES_END      UINT64_MAX
+#define VMB_CHUNK_BYTES     (VMB_CHUNK_FRAMES / 8)
+
+static int vmb_frames_put(QEMUFile *f, void *pv, size_t size,
+                          const VMStateField *field, JSONWriter *vmdesc)
+{
+    VMBFrameSet *set = pv;
+    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
+    GHashTableIter iter;
+    gpointer key, bits;
+
+    g_hash_table_iter_init(&iter, set->chunks);
+    while (g_hash_table_iter_next(&iter, &key, &bits)) {
+        if (find_first_bit(bits, VMB_CHUNK_FRAMES) == VMB_CHUNK_FRAMES) {
+            continue;
+        }
+        bitmap_to_le(le, bits, VMB_CHUNK_FRAMES);
+        qemu_put_be64(f, *(uint64_t *)key);
+        qemu_put_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES);
+    }
+    qemu_put_be64(f, VMB_FRAMES_END);
+    return 0;
+}
+
+static int vmb_frames_get(QEMUFile *f, void *pv, size_t size,
+                          const VMStateField *field)
+{
+    VMBFrameSet *set = pv;
+    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
+    uint64_t key;
+
+    vmb_frames_clear_all(set);
+    for (;;) {
+        key = qemu_get_be64(f);
+        if (key == VMB_FRAMES_END) {
+            return qemu_file_get_error(f);
+        }
+        if (key > (UINT64_MAX >> VMB_CHUNK_SHIFT) ||
+            vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, false)) {
+            error_report("vmware-balloon: bad chunk %#" PRIx64
+                         " in the migration stream", key);
+            return -EINVAL;
+        }
+        if (qemu_get_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES) !=
+            VMB_CHUNK_BYTES) {
+            return -EIO;
+        }
+        bitmap_from_le(vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, true),
+                       le, VMB_CHUNK_FRAMES);
+    }
+}
+
+static const VMStateInfo vmb_frames_info = {
+    .name = "vmware-balloon-frames",
+    .get = vmb_frames_get,
+    .put = vmb_frames_put,
+};
+
+#define VMSTATE_VMB_FRAMES(_field) {                                    \
+    .name = (stringify(_field)),                                        \
+    .size = sizeof(VMBFrameSet),                                        \
+    .info = &vmb_frames_info,                                           \
+    .flags = VMS_SINGLE,                                                \
+    .offset = vmstate_offset_value(VMBalloonState, _field, VMBFrameSet), \
+}
+
+/*
+ * Release the host memory of every locked frame again.  After an incoming
+ * migration this is mostly a no-op (released memory travels as zero pages,
+ * which a new QEMU does not allocate), but loadvm into a running guest
+ * writes those pages back.
+ */
+static void vmb_discard_all_locked(VMBalloonState *s)
+{
+    GHashTableIter iter;
+    gpointer key, value;
+
+    g_hash_table_iter_init(&iter, s->locked.chunks);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        unsigned long *bits = value;
+        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
+        unsigned long i = find_first_bit(bits, VMB_CHUNK_FRAMES);
+
+        while (i < VMB_CHUNK_FRAMES) {
+            /* a 2 MiB entry at once, else a run of 4 KiB frames */
+            unsigned long end = vmb_frames_count(&s->heads, base + i, 1) ?
+                i + VMB_2M_FRAMES :
+                find_next_zero_bit(bits, VMB_CHUNK_FRAMES, i);
+            MemoryRegionSection sec;
+
+            if (vmb_find_ram(s, base + i, end - i, &sec)) {
+                vmb_discard(s, &sec, end - i);
+                memory_region_unref(sec.mr);
+            }
+            i = find_next_bit(bits, VMB_CHUNK_FRAMES, end);
+        }
+    }
+}
+
+static int vmb_post_load(void *opaque, int version_id)
+{
+    VMBalloonState *s = opaque;
+    uint32_t grantable = s->legacy ? VMB_CAP_BASIC
+                                   : s->capabilities & VMB_CAPS_ALL;
+    GHashTableIter iter;
+    gpointer key, value;
+
+    /* The counts follow from the sets; every 2 MiB entry must be locked
+     * whole. */
+    s->locked_frames = 0;
+    s->locked_2m = 0;
+    g_hash_table_iter_init(&iter, s->locked.chunks);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        s->locked_frames += bitmap_count_one(value, VMB_CHUNK_FRAMES);
+    }
+    g_hash_table_iter_init(&iter, s->heads.chunks);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
+        unsigned long i;
+
+        for (i = find_first_bit(value, VMB_CHUNK_FRAMES);
+             i < VMB_CHUNK_FRAMES;
+             i = find_next_bit(value, VMB_CHUNK_FRAMES, i + 1)) {
+            if (i % VMB_2M_FRAMES ||
+                vmb_frames_count(&s->locked, base + i, VMB_2M_FRAMES) !=
+                VMB_2M_FRAMES) {
+                error_report("vmware-balloon: the migration stream has a "
+                             "bad 2 MiB entry at frame %#" PRIx64, base + i);
+                return -EINVAL;
+            }
+            s->locked_2m++;
+        }
+    }
+    vmb_set_granted(s, s->granted);
+
+    /*
+     * This host would not grant what the guest has: answer RESET, as a
+     * restarted host does, and the guest negotiates again.
+     */
+    if (s->granted & ~grantable) {
+        warn_report("vmware-balloon: the guest was granted 0x%x, this "
+                    "device grants at most 0x%x: it has to start over",
+                    s->granted, grantable);
+        vmb_host_restart(s);
+        return 0;
+    }
+    if (!migration_in_incoming_postcopy()) {
+        vmb_discard_all_locked(s);
+    }
+    return 0;
+}
+
+/*
+ * The protocol state travels whole, so that a guest does not notice the
+ * move: see "Migration" at the top of this file.  Counters and fault
+ * injection settings do not; they belong to the host.
+ */
 static const VMStateDescription vmb_vmstate = {
     .name = TYPE_VMWARE_BALLOON,
-    .unmigratable = 1,
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .post_load = vmb_post_load,
+    .fields = (VMStateField[]) {
+        VMSTATE_UINT32(granted, VMBalloonState),
+        VMSTATE_BOOL(reset_pending, VMBalloonState),
+        VMSTATE_UINT64(target_frames, VMBalloonState),
+        VMSTATE_UINT64(last_limit, VMBalloonState),
+        VMSTATE_UINT64(guest_id, VMBalloonState),
+        VMSTATE_UINT64(doorbell_cid, VMBalloonState),
+        VMSTATE_UINT64(doorbell_rid, VMBalloonState),
+        VMSTATE_VMB_FRAMES(locked),
+        VMSTATE_VMB_FRAMES(heads),
+        VMSTATE_END_OF_LIST()
+    },
 };
 
 static Property vmb_properties[] = {

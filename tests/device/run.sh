@@ -4,8 +4,9 @@
 #
 #   tests/device/run.sh          two guests.  One: hostcheck, targets (QMP
 #                                and 64-bit), fault injection, host memory
-#                                released, reboot, random garbage and the
-#                                log rate limit, a hot-plugged DIMM.  Two:
+#                                released, reboot, migration to a file and
+#                                back with frames locked, random garbage and
+#                                the log rate limit, a hot-plugged DIMM.  Two:
 #                                RAM that is a private file mapping, and
 #                                ivshmem, NVDIMM, virtio-pmem and virtio-mem
 #                                memory the device must never take
@@ -160,6 +161,33 @@ check "hold 64 MiB: locked" wait_for 300 eval \
 check_eq "reboot: the host forgot the locks" "$(host_get locked-frames)" 0
 check_eq "reboot: nothing granted" "$(host_get granted-capabilities)" 0
 check_eq "reboot: the target is kept" "$(host_get target-frames)" 1000
+
+note "migration to a file and back, with frames locked"
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "hold 64 MiB: locked" wait_for 300 host_locked_is 16384
+granted=$(host_get granted-capabilities)
+state=$run_dir/$name.migration
+rm -f "$state"
+qmp stop >/dev/null
+qmp migrate "{\"uri\": \"exec:cat > $state\"}" >/dev/null
+wait_for 600 eval 'qmp query-migrate | grep -Eq "\"status\": \"(completed|failed)\""'
+check "QMP migrate to a file completed" eval 'qmp query-migrate | grep -q "\"status\": \"completed\""'
+"$vm" stop "$name" --kill >&2
+"$vm" start "$name" --incoming "$state" >&2 || bail "restore the guest with -incoming"
+# the new QEMU's log limit starts afresh: count its lines only
+log_since=$SECONDS log_lines=$(wc -l <"$run_dir/$name/qemu.log")
+check_eq "restored: locked-frames" "$(host_get locked-frames)" 16384
+check_eq "restored: granted-capabilities" "$(host_get granted-capabilities)" "$granted"
+check_eq "restored: target-frames" "$(host_get target-frames)" 1000
+check_eq "restored: the new host released the locked memory" "$(host_get discarded-frames)" 16384
+check "restored: the guest's hostcheck still holds its frames" guest 'kill -0 $(cat /tmp/hold.pid)'
+check_eq "restored: no RESET pending, GET_TARGET succeeds" "$(raw 1 0 0)" 0
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "restored: the frames are unlocked" wait_for 300 host_locked_is 0
+check "restored: every unlock succeeded (the host knew the locks)" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 16384 of 16384"'
+hostcheck_tap "hostcheck after the restore" --target 1000
+rm -f "$state"
 
 note "garbage"
 host_set refuse-every 7
