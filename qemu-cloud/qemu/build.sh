@@ -4,7 +4,8 @@
 # protocol).  The QEMU is Debian bookworm's qemu source (7.2, with Debian's
 # patches) plus the files of this folder:
 #   *.c *.h   device sources, copied into hw/i386/
-#   *.patch   applied with patch -p1 (hooks the device into Kconfig/meson)
+#   *.patch   applied with patch -p1 --fuzz=0 (hooks the device into
+#             Kconfig/meson); a patch that no longer applies exactly fails
 # and the protocol's numbers, src/wire.h, shared with the guest driver and
 # copied in as hw/i386/vmware-balloon-wire.h.
 #
@@ -193,7 +194,7 @@ done
 # the protocol's numbers, the very header the guest driver builds with
 cp -- "$wire_h" "$srcdir/hw/i386/vmware-balloon-wire.h"
 for p in "$here"/*.patch; do
-	patch -d "$srcdir" -p1 --batch --forward --no-backup-if-mismatch \
+	patch -d "$srcdir" -p1 --fuzz=0 --batch --forward --no-backup-if-mismatch \
 		<"$p" >&2 || die "patch ${p##*/} does not apply"
 done
 

@@ -12,7 +12,7 @@
  * QEMU's balloon handler, so HMP "balloon N" / "info balloon" and QMP
  * "balloon" / "query-balloon" work as for virtio-balloon: the value given is
  * the memory the guest should keep.  Only one balloon device may exist.
- * The device cannot be migrated.
+ * The device migrates (and so allows savevm), see "Migration" below.
  *
  * Properties fixed at creation (-device ...):
  *   capabilities  uint32, default 0x2e.  START grants arg1 & capabilities;
@@ -28,7 +28,8 @@
  *                   the guest runs; the next START grants from it (send a
  *                   reset to make the guest ask again).
  *   target-frames   uint64: the balloon target in 4 KiB frames.  QMP
- *                   "balloon" sets it to (RAM - value) / 4096; qom-set may
+ *                   "balloon" sets it to (RAM - value) / 4096, RAM being
+ *                   the size ram-frames shows; qom-set may
  *                   set anything (e.g. beyond 32 bits).  Not changed by a
  *                   guest reset.
  *
@@ -48,7 +49,10 @@
  *                   refused with refuse-status instead of being locked;
  *                   0 = off.  Only requests for valid guest RAM count.
  *   refuse-status   uint32, default 5 (PPN_PINNED): the status used for
- *                   refused frames (its low 5 bits in a batch entry).
+ *                   refused frames.  Only the error statuses a batch
+ *                   entry's 5-bit status field can hold are accepted,
+ *                   1 (CMD_INVALID) to 8 (BUSY); setting anything else
+ *                   fails and keeps the old value.
  *   fail-start      uint32 N: the next N START calls return FAILURE (-1);
  *                   after a failed START every other command returns RESET
  *                   until a START succeeds.
@@ -74,7 +78,9 @@
  *                         nothing else changes)
  *   refused-frames        lock requests refused through refuse-every
  *   discarded-frames      4 KiB frames whose host memory was released
- *   ram-frames            the guest's RAM size in 4 KiB frames
+ *   ram-frames            the guest's RAM size in 4 KiB frames: boot RAM
+ *                         plus plugged pc-dimm devices (not NVDIMM,
+ *                         virtio-pmem or virtio-mem memory)
  *
  * Rules the device applies:
  *   - GET_TARGET returns the target clamped to arg1 (the guest's RAM in
@@ -84,9 +90,15 @@
  *     mode) the target is clamped to 32 bits and the limit is read as 32
  *     bits.  The command (ECX) and arg2 (ESI) are always read as 32 bits,
  *     arg1 as the whole RBX in 64-bit mode.
- *   - Every frame must be guest RAM: memory of a memory backend (not MMIO,
- *     ROM, read-only, device RAM such as video memory, or absent);
- *     the whole 2 MiB for 2M entries, which must be 2 MiB aligned.  A single
+ *   - Every frame must be ordinary guest RAM: the machine's RAM (including
+ *     NUMA nodes' memory) or a plugged pc-dimm.  Not MMIO, ROM, read-only
+ *     memory, device RAM such as video memory, or absent memory; and not
+ *     memory that is not the guest's alone: ivshmem (shared with other
+ *     processes), NVDIMM and virtio-pmem (host files), virtio-mem and any
+ *     other region with a RAM discard manager (its device decides what is
+ *     backed).  Those are PPN_INVALID and nothing is discarded; the batch
+ *     page must be ordinary guest RAM too.  The whole 2 MiB must be such
+ *     RAM for 2M entries, which must be 2 MiB aligned.  A single
  *     LOCK/UNLOCK PFN >= 2^32 is PPN_INVALID unless 64_BIT_TARGET was
  *     granted.  Batch entries with bits 5-11 set are PPN_INVALID.  Unlocking
  *     one 4 KiB frame of a locked 2 MiB entry, or a 2 MiB range that holds
@@ -94,9 +106,38 @@
  *   - A batch page outside RAM or more than 512 entries: FAILURE, nothing
  *     done.  Per-entry statuses go into bits 0-4 of each entry.
  *   - Locked frames have their host memory discarded (unless discards are
- *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.
+ *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.  RAM
+ *     that is a private mapping of a file (memory-backend-file,share=off)
+ *     only loses QEMU's private copies of the pages (madvise DONTNEED):
+ *     the file is never written or punched, and unlocked frames read as
+ *     the file's contents again.  Shared RAM (share=on, memfd) is the
+ *     guest's own, and is discarded like anonymous RAM, as virtio-balloon
+ *     does.
  *   - START forgets every lock.  A guest reset (system_reset) forgets every
  *     lock and the grant but keeps the target.
+ *   - What a guest gets wrong (bad batch pages, invalid entries, ...) is
+ *     logged as a guest error (-d guest_errors), host memory it fails to
+ *     release as a warning; both at most 10 messages a minute, so that a
+ *     guest cannot flood the host's log.  A RAM block whose memory cannot
+ *     be released once is not tried again.
+ *
+ * Migration (and savevm/loadvm): the protocol state moves whole: the grant,
+ * a pending RESET, the target, the guest's last limit, GUEST_ID and doorbell
+ * arguments, and the set of locked frames (4 KiB frames and the heads of
+ * 2 MiB entries).  The guest does not notice the move: its locks stay
+ * locked and it unlocks them later as usual.  The other way, answering
+ * RESET after the move, would look simpler but make every guest throw its
+ * whole balloon back and inflate it again right after each migration: a
+ * burst of guest activity and memory churn on the new host just when it is
+ * least welcome, and a savevm snapshot would not restore the balloon it
+ * was taken with.  After loading, the new host releases the memory of the
+ * locked frames again (a no-op after an incoming migration, where they
+ * arrive as zero pages it never allocates; not done during postcopy).
+ * locked-frames and locked-2m are recounted from the sets, which must be
+ * consistent.  Counters (calls-*, discarded-frames, ...) and the fault
+ * injection settings are the host's and start afresh; capabilities and
+ * legacy come from the new device's own properties: if it would not grant
+ * what the guest holds, it answers RESET and the guest starts over.
  *
  * This work is licensed under the terms of the GNU GPL, version 2 or later.
  */
@@ -106,13 +147,19 @@
 #include "qemu/bitops.h"
 #include "qemu/error-report.h"
 #include "qemu/log.h"
+#include "qemu/madvise.h"
 #include "qemu/rcu.h"
 #include "qapi/error.h"
 #include "qapi/qapi-types-machine.h"
 #include "hw/isa/isa.h"
 #include "hw/qdev-properties.h"
 #include "hw/boards.h"
+#include "hw/mem/pc-dimm.h"
+#include "qemu/timer.h"
+#include "qapi/visitor.h"
 #include "migration/vmstate.h"
+#include "migration/misc.h"
+#include "migration/qemu-file-types.h"
 #include "sysemu/balloon.h"
 #include "sysemu/hostmem.h"
 #include "sysemu/hw_accel.h"
@@ -264,7 +311,6 @@ struct VMBalloonState {
     uint64_t busy_sent;
     uint64_t refused_frames;
     uint64_t discarded_frames;
-    uint64_t ram_frames;
     uint64_t commands;          /* for reset-every / busy-every */
     uint64_t lock_requests;     /* for refuse-every */
 
@@ -276,6 +322,13 @@ struct VMBalloonState {
     uint32_t refuse_every;
     uint32_t refuse_status;
     uint32_t fail_start;
+
+    /* the log rate limit, see vmb_log() */
+    int64_t log_window_start;   /* QEMU_CLOCK_REALTIME, ms */
+    unsigned int log_in_window;
+    uint64_t log_suppressed;
+    GHashTable *no_discard;     /* idstr of RAM blocks discards fail on */
+    MemoryRegion *dimm_region_seen; /* a DIMM's, during one port call */
 };
 
 /* One decoded port call. */
@@ -290,11 +343,81 @@ typedef struct VMBCall {
     uint64_t rcx;
 } VMBCall;
 
+/*
+ * The guest's ordinary RAM: what the machine booted with plus every
+ * plugged pc-dimm.  Only the plain pc-dimm type counts: NVDIMMs, virtio-pmem
+ * and virtio-mem are memory the balloon never takes (see vmb_is_guest_ram),
+ * so they take no part in targets either.
+ */
+static int vmb_add_dimm_size(Object *obj, void *opaque)
+{
+    uint64_t *size = opaque;
+
+    if (!strcmp(object_get_typename(obj), TYPE_PC_DIMM) &&
+        DEVICE(obj)->realized && PC_DIMM(obj)->hostmem) {
+        *size += memory_region_size(
+            host_memory_backend_get_memory(PC_DIMM(obj)->hostmem));
+    }
+    return 0;
+}
+
 static uint64_t vmb_ram_size(void)
 {
     MachineState *ms = MACHINE(qdev_get_machine());
+    uint64_t size = ms->ram_size;
 
-    return ms->ram_size;
+    object_child_foreach_recursive(OBJECT(ms), vmb_add_dimm_size, &size);
+    return size;
+}
+
+/*
+ * Report something a guest can cause (bad arguments, or host failures that
+ * a guest can make happen over and over).  A guest may do that thousands of
+ * times a second, so at most VMB_LOG_BURST messages go out per
+ * VMB_LOG_WINDOW_MS; the rest are counted and the count is reported when
+ * the next window opens.  Guest mistakes are LOG_GUEST_ERROR (shown with
+ * "-d guest_errors"); host failures are warnings.
+ */
+#define VMB_LOG_BURST       10
+#define VMB_LOG_WINDOW_MS   60000
+
+static void G_GNUC_PRINTF(3, 4) vmb_log(VMBalloonState *s, bool guest_error,
+                                        const char *fmt, ...)
+{
+    int64_t now = qemu_clock_get_ms(QEMU_CLOCK_REALTIME);
+    g_autofree char *msg = NULL;
+    va_list ap;
+
+    if (guest_error && !qemu_loglevel_mask(LOG_GUEST_ERROR)) {
+        return;
+    }
+    if (now - s->log_window_start >= VMB_LOG_WINDOW_MS) {
+        if (s->log_suppressed) {
+            warn_report("vmware-balloon: %" PRIu64 " more messages were "
+                        "suppressed", s->log_suppressed);
+        }
+        s->log_window_start = now;
+        s->log_in_window = 0;
+        s->log_suppressed = 0;
+    }
+    if (s->log_in_window >= VMB_LOG_BURST) {
+        s->log_suppressed++;
+        return;
+    }
+    s->log_in_window++;
+
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    if (guest_error) {
+        qemu_log_mask(LOG_GUEST_ERROR, "vmware-balloon: %s%s\n", msg,
+                      s->log_in_window == VMB_LOG_BURST ?
+                      " (more messages suppressed for a minute)" : "");
+    } else {
+        warn_report("vmware-balloon: %s%s", msg,
+                    s->log_in_window == VMB_LOG_BURST ?
+                    " (more messages suppressed for a minute)" : "");
+    }
 }
 
 /* Forget every lock: what a restarted host, a new START or a guest reset
@@ -332,7 +455,8 @@ static bool vmb_wide_target(VMBalloonState *s, const VMBCall *c)
 static uint64_t vmb_guest_target(VMBalloonState *s, const VMBCall *c)
 {
     uint64_t target = s->target_frames;
-    uint64_t limit = s->last_limit ? s->last_limit : s->ram_frames;
+    uint64_t limit = s->last_limit ? s->last_limit
+                                   : vmb_ram_size() >> VMB_FRAME_SHIFT;
 
     target = MIN(target, limit);
     if (!vmb_wide_target(s, c)) {
@@ -341,14 +465,55 @@ static uint64_t vmb_guest_target(VMBalloonState *s, const VMBCall *c)
     return target;
 }
 
+static int vmb_dimm_has_region(Object *obj, void *opaque)
+{
+    MemoryRegion *mr = opaque;
+
+    return !strcmp(object_get_typename(obj), TYPE_PC_DIMM) &&
+           DEVICE(obj)->realized && PC_DIMM(obj)->hostmem &&
+           host_memory_backend_get_memory(PC_DIMM(obj)->hostmem) == mr;
+}
+
 /*
- * Is [frame, frame + nframes) guest RAM, in a single region?  Guest RAM is
- * what a memory backend provides (the machine's RAM, NUMA nodes, DIMMs):
- * writable RAM of devices (video memory, say) is not.  On success
- * fill *section, which holds a reference the caller must drop with
- * memory_region_unref(section->mr).
+ * Is @mr ordinary guest RAM, memory the guest may give up?  That is the
+ * machine's RAM (its memory backend, or a NUMA node's backend inside it)
+ * and the backend of a plugged pc-dimm.  Anything else backed by a memory
+ * backend belongs to something the guest does not own alone: ivshmem
+ * memory is shared with other processes, NVDIMM and virtio-pmem memory is
+ * a file the host keeps, and virtio-mem (any region with a RAM discard
+ * manager) decides itself which of its memory is backed.  Discarding any
+ * of those would damage something outside the guest's RAM.
  */
-static bool vmb_find_ram(uint64_t frame, uint64_t nframes,
+static bool vmb_is_guest_ram(VMBalloonState *s, MemoryRegion *mr)
+{
+    MachineState *ms = MACHINE(qdev_get_machine());
+
+    if (memory_region_has_ram_discard_manager(mr)) {
+        return false;
+    }
+    if (ms->ram && (mr == ms->ram || mr->container == ms->ram)) {
+        return true;
+    }
+    /* A DIMM: one walk of the machine's objects per port call at most,
+     * since a batch names the same DIMM over and over. */
+    if (mr == s->dimm_region_seen) {
+        return true;
+    }
+    if (object_child_foreach_recursive(OBJECT(ms), vmb_dimm_has_region,
+                                       mr)) {
+        s->dimm_region_seen = mr;
+        return true;
+    }
+    return false;
+}
+
+/*
+ * Is [frame, frame + nframes) ordinary guest RAM, in a single region (see
+ * vmb_is_guest_ram)?  MMIO, ROM, read-only memory and device RAM such as
+ * video memory are not.  On success fill *section, which holds a
+ * reference the caller must drop with memory_region_unref(section->mr).
+ */
+static bool vmb_find_ram(VMBalloonState *s, uint64_t frame, uint64_t nframes,
                          MemoryRegionSection *section)
 {
     MemoryRegionSection sec;
@@ -373,7 +538,8 @@ static bool vmb_find_ram(uint64_t frame, uint64_t nframes,
         sec.readonly ||
         !sec.mr->ram_block ||
         !object_dynamic_cast(memory_region_owner(sec.mr),
-                             TYPE_MEMORY_BACKEND)) {
+                             TYPE_MEMORY_BACKEND) ||
+        !vmb_is_guest_ram(s, sec.mr)) {
         memory_region_unref(sec.mr);
         return false;
     }
@@ -390,6 +556,7 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     RAMBlock *rb;
     size_t pagesize;
     void *host;
+    int ret;
 
     if (ram_block_discard_is_disabled()) {
         return;
@@ -408,9 +575,32 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
                          " locked 4 KiB frames are not released", pagesize);
         return;
     }
-    /* Errors are reported by ram_block_discard_range and are not fatal. */
-    if (ram_block_discard_range(rb, rb_offset, len) == 0) {
+    /*
+     * A block that failed once is not tried again: the failure (reported
+     * by ram_block_discard_range on every call) would come back on every
+     * lock, and a guest could fill the host's log with it.
+     */
+    if (g_hash_table_contains(s->no_discard, qemu_ram_get_idstr(rb))) {
+        return;
+    }
+    if (memory_region_get_fd(sec->mr) >= 0 && !qemu_ram_is_shared(rb)) {
+        /*
+         * A private mapping of a file (memory-backend-file,share=off):
+         * ram_block_discard_range would punch a hole in the file itself,
+         * which is not the guest's to change.  Dropping our private copies
+         * of the pages is enough; they read as the file's contents again.
+         */
+        ret = qemu_madvise(host, len, QEMU_MADV_DONTNEED);
+    } else {
+        ret = ram_block_discard_range(rb, rb_offset, len);
+    }
+    if (ret == 0) {
         s->discarded_frames += nframes;
+    } else {
+        g_hash_table_add(s->no_discard, g_strdup(qemu_ram_get_idstr(rb)));
+        vmb_log(s, false, "cannot release the host memory of %s; locked "
+                "frames there keep their memory from now on",
+                qemu_ram_get_idstr(rb));
     }
 }
 
@@ -429,7 +619,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
     if (nframes == VMB_2M_FRAMES && frame != head) {
         return VMB_ERROR_PPN_INVALID;
     }
-    if (!vmb_find_ram(frame, nframes, &sec)) {
+    if (!vmb_find_ram(s, frame, nframes, &sec)) {
         return VMB_ERROR_PPN_INVALID;
     }
 
@@ -478,13 +668,23 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
 
 static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
 {
+    uint32_t status;
+
     if (!(s->granted & VMB_CAP_BASIC)) {
         return VMB_ERROR_CMD_INVALID;
     }
     if ((c->arg1 >> 32) && !(s->granted & VMB_CAP_64BIT_TARGET)) {
+        vmb_log(s, true, "%s of PFN %#" PRIx64 " >= 2^32 without "
+                "64_BIT_TARGET", lock ? "LOCK" : "UNLOCK", c->arg1);
         return VMB_ERROR_PPN_INVALID;
     }
-    return vmb_frame_op(s, c->arg1, 1, lock);
+    status = vmb_frame_op(s, c->arg1, 1, lock);
+    if (status == VMB_ERROR_PPN_INVALID) {
+        vmb_log(s, true, "%s of PFN %#" PRIx64 ": PPN_INVALID (not ordinary "
+                "guest RAM, or part of a 2 MiB lock)",
+                lock ? "LOCK" : "UNLOCK", c->arg1);
+    }
+    return status;
 }
 
 static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
@@ -493,18 +693,23 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     uint64_t entries[VMB_BATCH_MAX_ENTRIES];
     MemoryRegionSection page;
     uint64_t count = c->arg2;
+    const char *name = vmb_cmd_name[c->cmd];
+    uint64_t i, invalid = 0;
     hwaddr page_gpa;
     MemTxResult res;
-    uint64_t i;
 
     if (!(s->granted & VMB_CAP_BATCHED) ||
         (huge && !(s->granted & VMB_CAP_BATCHED_2M))) {
         return VMB_ERROR_CMD_INVALID;
     }
     if (count > VMB_BATCH_MAX_ENTRIES) {
+        vmb_log(s, true, "%s of %" PRIu64 " entries (at most %d)", name,
+                count, VMB_BATCH_MAX_ENTRIES);
         return VMB_FAILURE;
     }
-    if (!vmb_find_ram(c->arg1, 1, &page)) {
+    if (!vmb_find_ram(s, c->arg1, 1, &page)) {
+        vmb_log(s, true, "%s: the batch page, PFN %#" PRIx64 ", is not "
+                "guest RAM", name, c->arg1);
         return VMB_FAILURE;
     }
     memory_region_unref(page.mr);
@@ -516,6 +721,8 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     res = address_space_read(&address_space_memory, page_gpa,
                              MEMTXATTRS_UNSPECIFIED, entries, count * 8);
     if (res != MEMTX_OK) {
+        vmb_log(s, true, "%s: cannot read the batch page at PFN %#" PRIx64,
+                name, c->arg1);
         return VMB_FAILURE;
     }
 
@@ -529,6 +736,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
             status = vmb_frame_op(s, entry >> VMB_FRAME_SHIFT,
                                   huge ? VMB_2M_FRAMES : 1, lock);
         }
+        invalid += status == VMB_ERROR_PPN_INVALID;
         entry = (entry & ~VMB_ENTRY_STATUS_MASK) | (status & VMB_ENTRY_STATUS_MASK);
         entries[i] = cpu_to_le64(entry);
     }
@@ -536,8 +744,13 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     res = address_space_write(&address_space_memory, page_gpa,
                               MEMTXATTRS_UNSPECIFIED, entries, count * 8);
     if (res != MEMTX_OK) {
-        qemu_log_mask(LOG_GUEST_ERROR,
-                      "vmware-balloon: cannot write back the batch page\n");
+        vmb_log(s, true, "%s: cannot write the statuses back to the batch "
+                "page at PFN %#" PRIx64, name, c->arg1);
+    }
+    if (invalid) {
+        vmb_log(s, true, "%s: %" PRIu64 " of %" PRIu64 " entries are invalid "
+                "(reserved bits set, not guest RAM, or misplaced)", name,
+                invalid, count);
     }
     return VMB_SUCCESS;
 }
@@ -606,6 +819,7 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
         s->calls_unknown++;
     }
     s->commands++;
+    s->dimm_region_seen = NULL;
 
     status = vmb_injected(s, cmd);
     if (status == 0) {
@@ -763,6 +977,38 @@ static void vmb_set_busy_next(Object *obj, bool value, Error **errp)
     VMWARE_BALLOON(obj)->busy_next = value;
 }
 
+static void vmb_get_ram_frames(Object *obj, Visitor *v, const char *name,
+                               void *opaque, Error **errp)
+{
+    uint64_t frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
+
+    visit_type_uint64(v, name, &frames, errp);
+}
+
+static void vmb_get_refuse_status(Object *obj, Visitor *v, const char *name,
+                                  void *opaque, Error **errp)
+{
+    visit_type_uint32(v, name, &VMWARE_BALLOON(obj)->refuse_status, errp);
+}
+
+/* A refusal goes into a batch entry's 5-bit status: only the error
+ * statuses 1..8 make sense there (0 would be SUCCESS). */
+static void vmb_set_refuse_status(Object *obj, Visitor *v, const char *name,
+                                  void *opaque, Error **errp)
+{
+    uint32_t value;
+
+    if (!visit_type_uint32(v, name, &value, errp)) {
+        return;
+    }
+    if (value < VMB_ERROR_CMD_INVALID || value > VMB_ERROR_BUSY) {
+        error_setg(errp, "vmware-balloon: refuse-status %" PRIu32 " is not "
+                   "an error status a batch entry can hold (1..8)", value);
+        return;
+    }
+    VMWARE_BALLOON(obj)->refuse_status = value;
+}
+
 static void vmb_instance_init(Object *obj)
 {
     VMBalloonState *s = VMWARE_BALLOON(obj);
@@ -772,6 +1018,8 @@ static void vmb_instance_init(Object *obj)
 
     vmb_frames_init(&s->locked);
     vmb_frames_init(&s->heads);
+    s->no_discard = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
+                                          NULL);
     s->refuse_status = VMB_ERROR_PPN_PINNED;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 
@@ -786,8 +1034,8 @@ static void vmb_instance_init(Object *obj)
                              vmb_set_busy_next);
     object_property_add_uint32_ptr(obj, "busy-every", &s->busy_every, rw);
     object_property_add_uint32_ptr(obj, "refuse-every", &s->refuse_every, rw);
-    object_property_add_uint32_ptr(obj, "refuse-status", &s->refuse_status,
-                                   rw);
+    object_property_add(obj, "refuse-status", "uint32", vmb_get_refuse_status,
+                        vmb_set_refuse_status, NULL, NULL);
     object_property_add_uint32_ptr(obj, "fail-start", &s->fail_start, rw);
 
     object_property_add_uint64_ptr(obj, "locked-frames", &s->locked_frames,
@@ -808,7 +1056,8 @@ static void vmb_instance_init(Object *obj)
                                    ro);
     object_property_add_uint64_ptr(obj, "discarded-frames",
                                    &s->discarded_frames, ro);
-    object_property_add_uint64_ptr(obj, "ram-frames", &s->ram_frames, ro);
+    object_property_add(obj, "ram-frames", "uint64", vmb_get_ram_frames,
+                        NULL, NULL, NULL);
 
     for (i = 0; i < VMB_CMD_NUM; i++) {
         g_autofree char *calls = NULL;
@@ -830,6 +1079,7 @@ static void vmb_instance_finalize(Object *obj)
 
     vmb_frames_destroy(&s->locked);
     vmb_frames_destroy(&s->heads);
+    g_hash_table_destroy(s->no_discard);
 }
 
 static void vmb_realize(DeviceState *dev, Error **errp)
@@ -847,7 +1097,6 @@ static void vmb_realize(DeviceState *dev, Error **errp)
         return;
     }
     s->handler_registered = true;
-    s->ram_frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
 
     memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
                           TYPE_VMWARE_BALLOON, VMB_IO_SIZE);
@@ -877,9 +1126,186 @@ static void vmb_reset(DeviceState *dev)
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 }
 
+/*
+ * Migration.  A frame set travels as the chunks that have a frame in them,
+ * each as its number (be64) and its bitmap (little-endian, 4 KiB), then
+ * VMB_FRAMES_END.  Chunk numbers are frame >> 15 < 2^49, so the marker
+ * cannot be one.
+ */
+#define VMB_FRAMES_END      UINT64_MAX
+#define VMB_CHUNK_BYTES     (VMB_CHUNK_FRAMES / 8)
+
+static int vmb_frames_put(QEMUFile *f, void *pv, size_t size,
+                          const VMStateField *field, JSONWriter *vmdesc)
+{
+    VMBFrameSet *set = pv;
+    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
+    GHashTableIter iter;
+    gpointer key, bits;
+
+    g_hash_table_iter_init(&iter, set->chunks);
+    while (g_hash_table_iter_next(&iter, &key, &bits)) {
+        if (find_first_bit(bits, VMB_CHUNK_FRAMES) == VMB_CHUNK_FRAMES) {
+            continue;
+        }
+        bitmap_to_le(le, bits, VMB_CHUNK_FRAMES);
+        qemu_put_be64(f, *(uint64_t *)key);
+        qemu_put_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES);
+    }
+    qemu_put_be64(f, VMB_FRAMES_END);
+    return 0;
+}
+
+static int vmb_frames_get(QEMUFile *f, void *pv, size_t size,
+                          const VMStateField *field)
+{
+    VMBFrameSet *set = pv;
+    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
+    uint64_t key;
+
+    vmb_frames_clear_all(set);
+    for (;;) {
+        key = qemu_get_be64(f);
+        if (key == VMB_FRAMES_END) {
+            return qemu_file_get_error(f);
+        }
+        if (key > (UINT64_MAX >> VMB_CHUNK_SHIFT) ||
+            vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, false)) {
+            error_report("vmware-balloon: bad chunk %#" PRIx64
+                         " in the migration stream", key);
+            return -EINVAL;
+        }
+        if (qemu_get_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES) !=
+            VMB_CHUNK_BYTES) {
+            return -EIO;
+        }
+        bitmap_from_le(vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, true),
+                       le, VMB_CHUNK_FRAMES);
+    }
+}
+
+static const VMStateInfo vmb_frames_info = {
+    .name = "vmware-balloon-frames",
+    .get = vmb_frames_get,
+    .put = vmb_frames_put,
+};
+
+#define VMSTATE_VMB_FRAMES(_field) {                                    \
+    .name = (stringify(_field)),                                        \
+    .size = sizeof(VMBFrameSet),                                        \
+    .info = &vmb_frames_info,                                           \
+    .flags = VMS_SINGLE,                                                \
+    .offset = vmstate_offset_value(VMBalloonState, _field, VMBFrameSet), \
+}
+
+/*
+ * Release the host memory of every locked frame again.  After an incoming
+ * migration this is mostly a no-op (released memory travels as zero pages,
+ * which a new QEMU does not allocate), but loadvm into a running guest
+ * writes those pages back.
+ */
+static void vmb_discard_all_locked(VMBalloonState *s)
+{
+    GHashTableIter iter;
+    gpointer key, value;
+
+    g_hash_table_iter_init(&iter, s->locked.chunks);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        unsigned long *bits = value;
+        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
+        unsigned long i = find_first_bit(bits, VMB_CHUNK_FRAMES);
+
+        while (i < VMB_CHUNK_FRAMES) {
+            /* a 2 MiB entry at once, else a run of 4 KiB frames */
+            unsigned long end = vmb_frames_count(&s->heads, base + i, 1) ?
+                i + VMB_2M_FRAMES :
+                find_next_zero_bit(bits, VMB_CHUNK_FRAMES, i);
+            MemoryRegionSection sec;
+
+            if (vmb_find_ram(s, base + i, end - i, &sec)) {
+                vmb_discard(s, &sec, end - i);
+                memory_region_unref(sec.mr);
+            }
+            i = find_next_bit(bits, VMB_CHUNK_FRAMES, end);
+        }
+    }
+}
+
+static int vmb_post_load(void *opaque, int version_id)
+{
+    VMBalloonState *s = opaque;
+    uint32_t grantable = s->legacy ? VMB_CAP_BASIC
+                                   : s->capabilities & VMB_CAPS_ALL;
+    GHashTableIter iter;
+    gpointer key, value;
+
+    /* The counts follow from the sets; every 2 MiB entry must be locked
+     * whole. */
+    s->locked_frames = 0;
+    s->locked_2m = 0;
+    g_hash_table_iter_init(&iter, s->locked.chunks);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        s->locked_frames += bitmap_count_one(value, VMB_CHUNK_FRAMES);
+    }
+    g_hash_table_iter_init(&iter, s->heads.chunks);
+    while (g_hash_table_iter_next(&iter, &key, &value)) {
+        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
+        unsigned long i;
+
+        for (i = find_first_bit(value, VMB_CHUNK_FRAMES);
+             i < VMB_CHUNK_FRAMES;
+             i = find_next_bit(value, VMB_CHUNK_FRAMES, i + 1)) {
+            if (i % VMB_2M_FRAMES ||
+                vmb_frames_count(&s->locked, base + i, VMB_2M_FRAMES) !=
+                VMB_2M_FRAMES) {
+                error_report("vmware-balloon: the migration stream has a "
+                             "bad 2 MiB entry at frame %#" PRIx64, base + i);
+                return -EINVAL;
+            }
+            s->locked_2m++;
+        }
+    }
+    vmb_set_granted(s, s->granted);
+
+    /*
+     * This host would not grant what the guest has: answer RESET, as a
+     * restarted host does, and the guest negotiates again.
+     */
+    if (s->granted & ~grantable) {
+        warn_report("vmware-balloon: the guest was granted 0x%x, this "
+                    "device grants at most 0x%x: it has to start over",
+                    s->granted, grantable);
+        vmb_host_restart(s);
+        return 0;
+    }
+    if (!migration_in_incoming_postcopy()) {
+        vmb_discard_all_locked(s);
+    }
+    return 0;
+}
+
+/*
+ * The protocol state travels whole, so that a guest does not notice the
+ * move: see "Migration" at the top of this file.  Counters and fault
+ * injection settings do not; they belong to the host.
+ */
 static const VMStateDescription vmb_vmstate = {
     .name = TYPE_VMWARE_BALLOON,
-    .unmigratable = 1,
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .post_load = vmb_post_load,
+    .fields = (VMStateField[]) {
+        VMSTATE_UINT32(granted, VMBalloonState),
+        VMSTATE_BOOL(reset_pending, VMBalloonState),
+        VMSTATE_UINT64(target_frames, VMBalloonState),
+        VMSTATE_UINT64(last_limit, VMBalloonState),
+        VMSTATE_UINT64(guest_id, VMBalloonState),
+        VMSTATE_UINT64(doorbell_cid, VMBalloonState),
+        VMSTATE_UINT64(doorbell_rid, VMBalloonState),
+        VMSTATE_VMB_FRAMES(locked),
+        VMSTATE_VMB_FRAMES(heads),
+        VMSTATE_END_OF_LIST()
+    },
 };
 
 static Property vmb_properties[] = {

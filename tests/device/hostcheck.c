@@ -18,10 +18,17 @@
  *       named, so the guest survives too.  Ends with START(0).
  *   hostcheck --hold MIB [--seconds S] [--touch-wait T]
  *       START, lock MIB MiB of this process's own pages (batched), report,
- *       wait S seconds (default: until stdin reaches EOF), unlock, START(0).
+ *       wait S seconds (default: until stdin reaches EOF; SIGUSR1 ends the
+ *       wait early), unlock, report how many unlocks succeeded, START(0).
  *       With --touch-wait, report "touched" and wait T seconds between
  *       filling the pages and locking them.  For watching the QEMU
- *       process's memory fall.
+ *       process's memory fall, and for keeping frames locked across a
+ *       migration.
+ *   hostcheck --refused PFN N
+ *       frames [PFN, PFN + N) are memory the host must refuse to take
+ *       (shared memory, NVDIMM, ...): every way of locking them gets
+ *       PPN_INVALID, a batch page there is refused, and an own page of
+ *       ordinary RAM still locks and unlocks.  Prints TAP.
  *
  * The pages it locks are its own, mlock'ed, and never read after locking:
  * the host throws their contents away.  At the end it unlocks them and says
@@ -39,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/io.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -688,9 +696,18 @@ static void check_legacy(uint64_t pfn)
 
 /* ------------------------------------------------------------------------ */
 
+static volatile sig_atomic_t hold_released;
+
+static void release_hold(int sig)
+{
+	(void)sig;
+	hold_released = 1;
+}
+
 static int hold(long mib, long seconds, long touch_wait)
 {
-	size_t n = (size_t)mib * 256, done = 0, locked = 0, i;
+	struct sigaction sa = { .sa_handler = release_hold };
+	size_t n = (size_t)mib * 256, done = 0, locked = 0, unlocked = 0, i;
 	char *mem = own_pages(n);
 	uint64_t *batch = own_pages(1);
 	uint64_t batch_pfn = pfn_of(batch), buf;
@@ -720,22 +737,96 @@ static int hold(long mib, long seconds, long touch_wait)
 	printf("hostcheck: locked %zu of %zu pages (%zu MiB)\n", locked, n,
 	       locked / 256);
 	fflush(stdout);
-	if (seconds > 0)
-		sleep(seconds);
-	else
-		while (read(0, &buf, sizeof(buf)) > 0)
+	/* no SA_RESTART: the signal cuts sleep() and read() short */
+	sigaction(SIGUSR1, &sa, NULL);
+	if (seconds > 0) {
+		unsigned int left = seconds;
+
+		while (left && !hold_released)
+			left = sleep(left);
+	} else {
+		while (!hold_released && read(0, &buf, sizeof(buf)) > 0)
 			;
+	}
 	for (done = 0; done < n;) {
 		size_t k = n - done < 512 ? n - done : 512;
 
 		for (i = 0; i < k; i++)
 			batch[i] = pfn_of(mem + (done + i) * PAGE) << 12;
-		cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, k, NULL, NULL);
+		st = cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, k, NULL, NULL);
+		for (i = 0; st == VMB_SUCCESS && i < k; i++)
+			unlocked += entry_status(batch[i]) == VMB_SUCCESS;
 		done += k;
 	}
+	printf("hostcheck: unlocked %zu of %zu pages\n", unlocked, n);
 	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
 	printf("hostcheck: unlocked, said goodbye\n");
 	return 0;
+}
+
+/* Frames [first, first + n) must never be taken by the host. */
+static int refused(uint64_t first, uint64_t n)
+{
+	uint64_t *batch = own_pages(1), own = pfn_of(own_pages(1));
+	uint64_t batch_pfn = pfn_of(batch), head, i, k, bad;
+	uint32_t g = start(VMB_CAPS_ALL), st;
+
+	diag("frames %#" PRIx64 "..%#" PRIx64 " must be refused; granted %#x",
+	     first, first + n - 1, g);
+	if (!n || !own || !batch_pfn ||
+	    (g & (VMB_CAP_BASIC | VMB_CAP_BATCHED | VMB_CAP_BATCHED_2M)) !=
+	    (VMB_CAP_BASIC | VMB_CAP_BATCHED | VMB_CAP_BATCHED_2M)) {
+		printf("Bail out! nothing to check, no own PFN, or the device "
+		       "does not grant BASIC, BATCHED and BATCHED_2M\n");
+		return 1;
+	}
+	is_status(cmd(VMB_CMD_LOCK, first, 1, NULL, NULL), VMB_ERROR_PPN_INVALID,
+		  "LOCK of the first frame");
+	is_status(cmd(VMB_CMD_LOCK, first + n / 2, 1, NULL, NULL),
+		  VMB_ERROR_PPN_INVALID, "LOCK of the middle frame");
+	is_status(cmd(VMB_CMD_LOCK, first + n - 1, 1, NULL, NULL),
+		  VMB_ERROR_PPN_INVALID, "LOCK of the last frame");
+	is_status(cmd(VMB_CMD_UNLOCK, first, 1, NULL, NULL), VMB_ERROR_PPN_INVALID,
+		  "UNLOCK of the first frame");
+
+	/* a batch of up to 512 frames spread over the range */
+	k = n < 512 ? n : 512;
+	for (i = 0; i < k; i++)
+		batch[i] = (first + i * (n / k)) << 12;
+	st = cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, k, NULL, NULL);
+	for (i = 0, bad = 0; i < k; i++)
+		bad += entry_status(batch[i]) != VMB_ERROR_PPN_INVALID;
+	ok(st == VMB_SUCCESS && bad == 0,
+	   "BATCHED_LOCK of %" PRIu64 " frames: all PPN_INVALID (status %#x, "
+	   "%" PRIu64 " other)", k, st, bad);
+
+	/* every 2 MiB page that lies wholly inside the range */
+	head = (first + 511) & ~511ULL;
+	for (k = 0; k < 512 && head + 512 <= first + n; head += 512)
+		batch[k++] = head << 12;
+	if (k) {
+		st = cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, k, NULL, NULL);
+		for (i = 0, bad = 0; i < k; i++)
+			bad += entry_status(batch[i]) != VMB_ERROR_PPN_INVALID;
+		ok(st == VMB_SUCCESS && bad == 0,
+		   "BATCHED_2M_LOCK of %" PRIu64 " 2 MiB pages: all "
+		   "PPN_INVALID (status %#x, %" PRIu64 " other)", k, st, bad);
+	} else {
+		skip("no whole 2 MiB page in the range", "BATCHED_2M_LOCK");
+	}
+
+	/* the batch page itself in that memory: the host must not use it */
+	is_status(cmd(VMB_CMD_BATCHED_LOCK, first, 1, NULL, NULL), VMB_FAILURE,
+		  "BATCHED_LOCK with the batch page there");
+
+	/* ordinary RAM is still taken and given back */
+	is_status(cmd(VMB_CMD_LOCK, own, 1, NULL, NULL), VMB_SUCCESS,
+		  "LOCK of an own page of ordinary RAM");
+	is_status(cmd(VMB_CMD_UNLOCK, own, 1, NULL, NULL), VMB_SUCCESS,
+		  "UNLOCK of it");
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+	printf("1..%d\n", tests);
+	return failed ? 1 : 0;
 }
 
 static uint64_t rnd_state;
@@ -839,7 +930,8 @@ static void usage(void)
 		"[--target FRAMES]\n"
 		"       hostcheck --call CMD ARG1 ARG2\n"
 		"       hostcheck --fuzz N [--seed S]\n"
-		"       hostcheck --hold MIB [--seconds S] [--touch-wait T]\n");
+		"       hostcheck --hold MIB [--seconds S] [--touch-wait T]\n"
+		"       hostcheck --refused PFN N\n");
 	exit(2);
 }
 
@@ -847,7 +939,7 @@ int main(int argc, char **argv)
 {
 	long hold_mib = -1, seconds = 0, fuzz_n = -1, touch_wait = 0;
 	uint64_t seed = 0;
-	char **raw = NULL;
+	char **raw = NULL, **refuse = NULL;
 	uint64_t *batch, pfns[4];
 	char *pages;
 	int i;
@@ -863,6 +955,8 @@ int main(int argc, char **argv)
 			hold_mib = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--call") && i + 3 < argc)
 			raw = &argv[i + 1], i += 3;
+		else if (!strcmp(argv[i], "--refused") && i + 2 < argc)
+			refuse = &argv[i + 1], i += 2;
 		else if (!strcmp(argv[i], "--fuzz") && i + 1 < argc)
 			fuzz_n = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
@@ -889,6 +983,9 @@ int main(int argc, char **argv)
 		return hold(hold_mib, seconds, touch_wait);
 	if (fuzz_n >= 0)
 		return fuzz(fuzz_n, seed);
+	if (refuse)
+		return refused(strtoull(refuse[0], NULL, 0),
+			       strtoull(refuse[1], NULL, 0));
 	if (raw) {
 		uint64_t rbx, rcx;
 		uint32_t st = cmd(strtoull(raw[0], NULL, 0),

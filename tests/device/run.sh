@@ -2,9 +2,14 @@
 # Check the vmware-balloon device (qemu-cloud/qemu/) end to end from inside
 # a guest booted with qemu-cloud/vm, and print TAP.
 #
-#   tests/device/run.sh          one guest: hostcheck, targets (QMP and
-#                                64-bit), fault injection, host memory
-#                                released, reboot, random garbage
+#   tests/device/run.sh          two guests.  One: hostcheck, targets (QMP
+#                                and 64-bit), fault injection, host memory
+#                                released, reboot, migration to a file and
+#                                back with frames locked, random garbage and
+#                                the log rate limit, a hot-plugged DIMM.  Two:
+#                                RAM that is a private file mapping, and
+#                                ivshmem, NVDIMM, virtio-pmem and virtio-mem
+#                                memory the device must never take
 #   tests/device/run.sh --all    also guests with legacy=on and other
 #                                capabilities (three more boots)
 #
@@ -23,6 +28,7 @@ case ${1:-} in
 esac
 
 qmp() { "$vm" qmp "$name" "$@"; }
+run_dir=${VMB_RUN_DIR:-/tmp/vmb-run}
 
 # hostcheck_tap DESCRIPTION ARGS...: run the checker, its TAP as a subtest
 hostcheck_tap() {
@@ -39,11 +45,24 @@ raw() {
 	guest /root/hostcheck --call "$@" | sed -n 's/^status=\(0x[0-9a-f]*\|0\) .*/\1/p'
 }
 
+# raw_rbx CMD ARG1 ARG2: one call; prints RBX as a decimal number
+raw_rbx() {
+	printf '%d\n' "$(guest /root/hostcheck --call "$@" | sed -n 's/.* rbx=\([0-9a-fx]*\) .*/\1/p')"
+}
+
+# json_get EXPRESSION: evaluate a Python expression on the JSON in stdin (j)
+json_get() {
+	python3 -c 'import json, sys; j = json.load(sys.stdin); print('"$1"')'
+}
+
+# boot DEVICE-OPTS [VM-START-ARGS...]
 boot() {
+	local opts=$1
+	shift
 	"$vm" stop "$name" >/dev/null 2>&1 || true
-	"$vm" start "$name" --plain --mem 2G --device-opts "$1" \
-		--file "$root/tests/device/hostcheck.c" --file "$root/src/wire.h" >&2 ||
-		bail "boot a guest with -device vmware-balloon,$1"
+	"$vm" start "$name" --plain --mem 2G --device-opts "$opts" \
+		--file "$root/tests/device/hostcheck.c" --file "$root/src/wire.h" "$@" >&2 ||
+		bail "boot a guest with -device vmware-balloon,$opts"
 	# A plain PC loads no balloon driver; make sure, then build the checker.
 	guest 'modprobe -r vmw_balloon 2>/dev/null; ! grep -q "^vmw_balloon " /proc/modules' ||
 		bail "no balloon driver in the guest"
@@ -51,9 +70,27 @@ boot() {
 		bail "compile hostcheck in the guest"
 }
 
+# file_state FILE: its checksum and the blocks it has on disk (a hole
+# punched into it would change either)
+file_state() {
+	echo "$(sha256sum <"$1" | cut -c1-64) $(stat -c %b "$1")"
+}
+
 # ------------------------------------------------------------------------
-note "guest $name: default device"
-boot ""
+note "refuse-status on the command line"
+qemu=${VMB_QEMU:-$("$root/qemu-cloud/qemu/build.sh" | tail -n 1)}
+for bad in 0 9; do
+	out=$(timeout 60 "$qemu" -L /usr/share/qemu -L /usr/share/seabios \
+		-L /usr/lib/ipxe/qemu -machine pc -accel tcg -nodefaults -display none \
+		-S -monitor none -device "vmware-balloon,refuse-status=$bad" </dev/null 2>&1)
+	rc=$?
+	check "-device vmware-balloon,refuse-status=$bad: QEMU refuses to start" \
+		eval '((rc != 0 && rc != 124)) && grep -q "refuse-status $bad is not" <<<"$out"'
+done
+
+note "guest $name: default device, a DIMM slot free, guest errors logged"
+boot "" --mem 2G,slots=2,maxmem=4G --qemu-arg=-d --qemu-arg=guest_errors
+log_since=$SECONDS log_lines=0
 
 ram=$(host_get ram-frames)
 qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
@@ -87,6 +124,19 @@ host_set refuse-every 4
 check "refuse-every 4: a quarter of the locks refused" \
 	eval 'guest /root/hostcheck --hold 1 --seconds 1 | grep -q "locked 192 of 256"'
 host_set refuse-every 0
+for bad in 0 9 31 4294967295; do
+	check "qom-set refuse-status $bad fails" eval "! host_set refuse-status $bad 2>/dev/null"
+done
+check_eq "... and refuse-status keeps its value" "$(host_get refuse-status)" 5
+host_set refuse-status 6
+check_eq "qom-set refuse-status 6 works" "$(host_get refuse-status)" 6
+# With every lock refused, nothing is locked: PFN 0x100 (guest RAM) is safe.
+host_set refuse-every 1
+raw 0 0x3e 0 >/dev/null
+check_eq "a refused LOCK returns refuse-status 6" "$(raw 2 0x100 0)" 0x6
+host_set refuse-every 0
+host_set refuse-status 5
+raw 0 0 0 >/dev/null
 
 note "host memory"
 discarded=$(host_get discarded-frames)
@@ -112,6 +162,33 @@ check_eq "reboot: the host forgot the locks" "$(host_get locked-frames)" 0
 check_eq "reboot: nothing granted" "$(host_get granted-capabilities)" 0
 check_eq "reboot: the target is kept" "$(host_get target-frames)" 1000
 
+note "migration to a file and back, with frames locked"
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "hold 64 MiB: locked" wait_for 300 host_locked_is 16384
+granted=$(host_get granted-capabilities)
+state=$run_dir/$name.migration
+rm -f "$state"
+qmp stop >/dev/null
+qmp migrate "{\"uri\": \"exec:cat > $state\"}" >/dev/null
+wait_for 600 eval 'qmp query-migrate | grep -Eq "\"status\": \"(completed|failed)\""'
+check "QMP migrate to a file completed" eval 'qmp query-migrate | grep -q "\"status\": \"completed\""'
+"$vm" stop "$name" --kill >&2
+"$vm" start "$name" --incoming "$state" >&2 || bail "restore the guest with -incoming"
+# the new QEMU's log limit starts afresh: count its lines only
+log_since=$SECONDS log_lines=$(wc -l <"$run_dir/$name/qemu.log")
+check_eq "restored: locked-frames" "$(host_get locked-frames)" 16384
+check_eq "restored: granted-capabilities" "$(host_get granted-capabilities)" "$granted"
+check_eq "restored: target-frames" "$(host_get target-frames)" 1000
+check_eq "restored: the new host released the locked memory" "$(host_get discarded-frames)" 16384
+check "restored: the guest's hostcheck still holds its frames" guest 'kill -0 $(cat /tmp/hold.pid)'
+check_eq "restored: no RESET pending, GET_TARGET succeeds" "$(raw 1 0 0)" 0
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "restored: the frames are unlocked" wait_for 300 host_locked_is 0
+check "restored: every unlock succeeded (the host knew the locks)" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 16384 of 16384"'
+hostcheck_tap "hostcheck after the restore" --target 1000
+rm -f "$state"
+
 note "garbage"
 host_set refuse-every 7
 host_set reset-every 13
@@ -124,7 +201,123 @@ check_eq "the guest survived them" "$rc" 0
 host_set refuse-every 0
 host_set reset-every 0
 hostcheck_tap "hostcheck passes after the garbage" --target 1000
+
+# The fuzzing made the device log thousands of guest errors; at most 10 a
+# minute may reach QEMU's log (qemu.log: QEMU's stderr), plus a line per
+# minute saying how many were suppressed.
+minutes=$(((SECONDS - log_since) / 60 + 1))
+logged=$(tail -n +$((log_lines + 1)) "$run_dir/$name/qemu.log" | grep -c 'vmware-balloon: ')
+check_range "guest errors in QEMU's log: at most 11 per minute for $minutes minutes" \
+	"$logged" 1 $((11 * minutes))
+check "the log says that messages were suppressed" \
+	grep -q 'more messages suppressed' "$run_dir/$name/qemu.log"
+
+note "a hot-plugged DIMM"
+ram=$(host_get ram-frames)
+check_eq "ram-frames: 2 GiB of boot RAM" "$ram" 524288
+qmp object-add '{"qom-type": "memory-backend-ram", "id": "dimm0mem", "size": 268435456}' >/dev/null &&
+	qmp device_add '{"driver": "pc-dimm", "id": "dimm0", "memdev": "dimm0mem"}' >/dev/null ||
+	bail "hot-plug a 256 MiB pc-dimm"
+ram=$(host_get ram-frames)
+check_eq "ram-frames counts the DIMM" "$ram" $((524288 + 65536))
+qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
+check_eq "QMP balloon: target-frames = (RAM + DIMM - value) / 4096" "$(host_get target-frames)" 1000
+check_eq "query-balloon: actual = RAM + DIMM with nothing locked" \
+	"$(qmp query-balloon | json_get 'j["actual"]')" $((ram * 4096))
+host_set target-frames $((1 << 40))
+raw 0 0x3e 0 >/dev/null
+check_eq "GET_TARGET(no limit) clamps to RAM + DIMM" "$(raw_rbx 1 0 0)" "$ram"
+raw 0 0 0 >/dev/null
+host_set target-frames 1000
 "$vm" stop "$name" >&2
+
+# ------------------------------------------------------------------------
+# RAM that is a private mapping of a file, and memory that is not the
+# guest's own: shared memory (ivshmem), NVDIMM and virtio-pmem (host files)
+# and virtio-mem (a RAM discard manager decides what is backed).
+note "guest $name: private file RAM; ivshmem, NVDIMM, virtio-pmem, virtio-mem"
+mem_dir=$run_dir/$name-mem
+rm -rf "$mem_dir" && mkdir -p "$mem_dir" || bail "create $mem_dir"
+# The RAM file is not all zeros, so that a hole punched into it would show.
+yes 'vmw-balloon private RAM' | head -c 1G >"$mem_dir/ram.img"
+for f in ivshmem:4 nvdimm:64 pmem:64; do
+	head -c "${f#*:}M" /dev/urandom >"$mem_dir/${f%%:*}.img"
+done
+sync -- "$mem_dir"/*.img  # blocks on disk settle once written back
+declare -A before=()
+for f in ram ivshmem nvdimm pmem; do
+	before[$f]=$(file_state "$mem_dir/$f.img")
+done
+mem_args=(--mem 1G,slots=4,maxmem=4G)
+for a in \
+	-object "memory-backend-file,id=ram0,share=off,mem-path=$mem_dir/ram.img,size=1G" \
+	-machine memory-backend=ram0,nvdimm=on \
+	-object "memory-backend-file,id=shm0,share=on,mem-path=$mem_dir/ivshmem.img,size=4M" \
+	-device ivshmem-plain,id=ivs0,memdev=shm0 \
+	-object "memory-backend-file,id=nv0,share=on,mem-path=$mem_dir/nvdimm.img,size=64M" \
+	-device nvdimm,id=nvd0,memdev=nv0 \
+	-object "memory-backend-file,id=pm0,share=on,mem-path=$mem_dir/pmem.img,size=64M" \
+	-device virtio-pmem-pci,id=vpm0,memdev=pm0 \
+	-object memory-backend-ram,id=vmem0,size=128M \
+	-device virtio-mem-pci,id=vmemd0,memdev=vmem0,requested-size=0; do
+	mem_args+=("--qemu-arg=$a")
+done
+boot "" "${mem_args[@]}"
+check_eq "ram-frames: 1 GiB (NVDIMM, virtio-pmem, virtio-mem do not count)" \
+	"$(host_get ram-frames)" 262144
+
+# The ivshmem BAR as the guest sees it, and proof that it is the file.
+bar=$(guest 'for d in /sys/bus/pci/devices/*; do
+	[ "$(cat $d/vendor):$(cat $d/device)" = 0x1af4:0x1110 ] || continue
+	echo 1 >$d/enable; echo $d $(sed -n 3p $d/resource); done')
+read -r bar_dev bar_start bar_end _ <<<"$bar"
+check "the guest has the ivshmem BAR (${bar_start:-none})" test -n "${bar_start:-}"
+shm_sha=$(head -c 4096 "$mem_dir/ivshmem.img" | sha256sum | cut -c1-64)
+peek_bar() {
+	guest "python3 -c 'import hashlib, mmap; f = open(\"$bar_dev/resource2\", \"rb\");
+print(hashlib.sha256(mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)[:4096]).hexdigest())'"
+}
+check_eq "the guest reads the shared file through the BAR" "$(peek_bar)" "$shm_sha"
+
+discarded=$(host_get discarded-frames)
+devices=$(qmp query-memory-devices)
+refuse_region() { # WHAT PFN FRAMES
+	hostcheck_tap "$1 (PFN $2, $3 frames): refused" --refused "$2" "$3"
+}
+refuse_region "ivshmem" $((bar_start >> 12)) $(((bar_end - bar_start + 1) >> 12))
+# (virtio-mem's "size" is what the guest plugged; its region is max-size)
+for t in nvdimm:addr:size virtio-pmem:memaddr:size virtio-mem:memaddr:max-size; do
+	IFS=: read -r type addr_key size_key <<<"$t"
+	read -r addr size < <(json_get "' '.join(str(d['data'][k]) for d in j
+		for k in ('$addr_key', '$size_key') if d['type'] == '$type')" <<<"$devices")
+	if [[ -z ${size:-} ]]; then
+		fail "QEMU reports a $type device"
+		continue
+	fi
+	refuse_region "$type" $((addr >> 12)) $((size >> 12))
+done
+# each --refused run locked (and so released) one own page of ordinary RAM
+check_eq "nothing else was discarded" "$(host_get discarded-frames)" $((discarded + 4))
+check_eq "nothing is locked" "$(host_get locked-frames)" 0
+check_eq "the guest still reads the same shared memory" "$(peek_bar)" "$shm_sha"
+
+# Ordinary RAM, a private mapping of ram.img: it is released, the file is
+# not touched.
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "private file RAM: 64 MiB locked" wait_for 300 host_locked_is 16384
+check "... and released (discarded-frames)" \
+	eval '(( $(host_get discarded-frames) - discarded >= 16384 ))'
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "... and given back" wait_for 300 host_locked_is 0
+check "hostcheck unlocked all 16384 pages" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 16384 of 16384"'
+hostcheck_tap "hostcheck on private file RAM"
+"$vm" stop "$name" >&2
+for f in ram ivshmem nvdimm pmem; do
+	check_eq "$f.img: contents and blocks on disk unchanged" \
+		"$(file_state "$mem_dir/$f.img")" "${before[$f]}"
+done
+rm -rf "$mem_dir"
 
 if ((all)); then
 	note "guest $name: legacy=on"
