@@ -46,10 +46,10 @@ kver=$new
 status=$(guest dkms status vmw_balloon -k "$new")
 note "dkms status for $new: $status"
 check "upgrade: DKMS built and installed for $new while it installed" grep -Eqx \
-	"vmw_balloon/$version, $new, x86_64: installed( \(Original modules exist\))?" <<<"$status"
+	"vmw_balloon/$(ere "$version"), $(ere "$new"), x86_64: installed( \(Original modules exist\))?" <<<"$status"
 check "upgrade: dkms status has no WARNING" eval '! guest dkms status | grep -q WARNING'
 check "upgrade: update-grub made $new the default" \
-	guest "grep -m1 -E '^[[:space:]]*linux[[:space:]]' /boot/grub/grub.cfg | grep -q 'vmlinuz-$new '"
+	guest "grep -m1 -E '^[[:space:]]*linux[[:space:]]' /boot/grub/grub.cfg | grep -qF 'vmlinuz-$new '"
 
 # The kernel's own module of the new kernel: where it lives and how it is
 # compressed tell what DKMS's copy must be called.
@@ -57,7 +57,7 @@ new_intree=$(guest "ls /lib/modules/$new/kernel/drivers/misc/vmw_balloon.ko*")
 note "the new kernel's own module: $new_intree"
 ko=${new_intree##*/vmw_balloon}
 check "upgrade: the new kernel has its own vmw_balloon in its tree" \
-	grep -Eqx "/lib/modules/$new/kernel/drivers/misc/vmw_balloon\.ko(\.xz|\.zst|\.gz)?" <<<"$new_intree"
+	grep -Eqx "/lib/modules/$(ere "$new")/kernel/drivers/misc/vmw_balloon\.ko(\.xz|\.zst|\.gz)?" <<<"$new_intree"
 
 "$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from the reboot into $new"
 check_eq "reboot: the guest runs the new kernel" "$(guest uname -r)" "$new"
@@ -87,7 +87,7 @@ check "purge old: no error or warning while removing" eval '! grep -Eqi "error|w
 status=$(guest dkms status vmw_balloon)
 note "dkms status: $status"
 check "purge old: dkms status shows only $new, installed" grep -Eqx \
-	"vmw_balloon/$version, $new, x86_64: installed( \(Original modules exist\))?" <<<"$status"
+	"vmw_balloon/$(ere "$version"), $(ere "$new"), x86_64: installed( \(Original modules exist\))?" <<<"$status"
 check "purge old: nothing of DKMS's is left for $old" \
 	guest "test ! -e '/var/lib/dkms/vmw_balloon/$version/$old' && ! ls /lib/modules/$old/updates/dkms/vmw_balloon.ko* 2>/dev/null"
 check_dmesg_clean "upgraded guest"

@@ -148,6 +148,12 @@ check_dmesg_clean() {
 	fi
 }
 
+# ere TEXT: TEXT as an extended regular expression that matches it literally
+# (kernel versions have dots and pluses)
+ere() {
+	sed 's/[][\.*^$+?(){}|/]/\\&/g' <<<"$1"
+}
+
 # use_suite [SUITE]: the Debian release the test's guest runs (its first
 # argument, else $VMB_SUITE, else bookworm) into $suite.
 use_suite() {
@@ -166,7 +172,7 @@ use_suite() {
 learn_kernel_module() {
 	intree=$(guest modinfo -n vmw_balloon)
 	note "the kernel's own module: $intree"
-	if [[ $intree =~ ^(/usr)?/lib/modules/$kver/kernel/drivers/misc/vmw_balloon(\.ko(\.xz|\.zst|\.gz)?)$ ]]; then
+	if [[ $intree =~ ^(/usr)?/lib/modules/"$kver"/kernel/drivers/misc/vmw_balloon(\.ko(\.xz|\.zst|\.gz)?)$ ]]; then
 		pass "the kernel has its own vmw_balloon module in its tree"
 		ko=${BASH_REMATCH[2]}
 		moddir=${intree%/kernel/drivers/misc/*}
@@ -185,7 +191,7 @@ check_dkms_installed() {
 	status=$(guest dkms status vmw_balloon)
 	note "dkms status: $status"
 	check "$1: dkms status says installed for $kver" grep -Eqx \
-		"vmw_balloon/$version, $kver, x86_64: installed( \(Original modules exist\))?" <<<"$status"
+		"vmw_balloon/$(ere "$version"), $(ere "$kver"), x86_64: installed( \(Original modules exist\))?" <<<"$status"
 	check "$1: dkms status has no WARNING" eval '! grep -q WARNING <<<"$status"'
 	moved=$(guest "test -e '$intree' && echo kept || echo moved")
 	if [[ $moved == moved ]]; then
