@@ -164,7 +164,18 @@ static int vmb_compat_migratepage(struct balloon_dev_info *info,
 							     newpage);
 #if VMB_HAVE_BALLOON_PAGE_INSERT
 	unsigned long flags;
+#endif
 
+#if VMB_HAVE_NR_BALLOON_PAGES
+	/*
+	 * A move that deflated the old page shrinks the balloon by one page,
+	 * but the kernel's balloon code (7.2 and 7.3 read) only counts the
+	 * deflate event: "Balloon:" in /proc/meminfo would keep the page.
+	 */
+	if (result == VMB_MIGRATE_OLD_ONLY)
+		mod_node_page_state(page_pgdat(page), NR_BALLOON_PAGES, -1);
+#endif
+#if VMB_HAVE_BALLOON_PAGE_INSERT
 	if (result == VMB_MIGRATE_BUSY)
 		return -EBUSY;	/* the kernel puts @page back on the list */
 

@@ -160,6 +160,10 @@ note "compaction with refusals: the host refused $refused pages, the driver free
 check_range "compaction with refusals: moves lost their new page" "$freed" 1 "$refused"
 check "compaction with refusals: the balloon is back at $want frames, host and driver agreeing" \
 	wait_for 60 eval 'host_locked_is "$want" && [[ $(guest_stat current) == "$want" ]]'
+if [[ -n $ballooned_kib ]]; then
+	check_eq "compaction with refusals: /proc/meminfo Balloon: is still the whole balloon (KiB)" \
+		"$(guest_meminfo Balloon)" $((want * 4))
+fi
 
 host_set offered-capabilities $((0x2e))
 host_set reset-next true
