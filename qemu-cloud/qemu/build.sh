@@ -31,6 +31,9 @@
 #   VMB_DEBIAN_MIRROR, VMB_DEBIAN_SECURITY   archive URLs
 #   VMB_BUILD_JOBS           parallel jobs (default: nproc)
 #   VMB_QEMU_KEEP            how many builds the cache keeps (default 3)
+#   VMB_QEMU_SANITIZE=1      build with AddressSanitizer and UBSan
+#                            (configure --enable-sanitizers), for fuzzing
+#                            the device; a cache entry of its own
 set -euo pipefail
 shopt -s nullglob
 
@@ -45,6 +48,8 @@ suite=bookworm
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 firmware_path=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 binary_name=qemu-system-x86_64
+sanitize=${VMB_QEMU_SANITIZE:-0}
+[[ $sanitize == [01] ]] || { echo "qemu/build.sh: VMB_QEMU_SANITIZE is 0 or 1" >&2; exit 2; }
 
 log() { printf 'qemu/build.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -55,7 +60,8 @@ for f in "$here"/build.sh "$here"/*.c "$here"/*.h "$here"/*.patch; do
 	inputs+=("${f##*/}")
 done
 wire_h=$repo/src/wire.h
-inputs_sha=$( (cd "$here" && sha256sum -- "${inputs[@]}"; sha256sum <"$wire_h") | sha256sum)
+inputs_sha=$( (cd "$here" && sha256sum -- "${inputs[@]}"; sha256sum <"$wire_h"
+	((sanitize == 0)) || echo "--enable-sanitizers") | sha256sum)
 inputs_sha=${inputs_sha%% *}
 hash16=${inputs_sha:0:16}
 
@@ -213,6 +219,11 @@ configure_args=(
 	--enable-slirp
 	--enable-fdt=system
 )
+if ((sanitize)); then
+	configure_args+=(--enable-sanitizers)
+	# QEMU frees not everything at exit; leaks are not what the fuzz is for
+	export ASAN_OPTIONS=detect_leaks=0
+fi
 build_log=$work/build.log
 fail_build() {
 	tail -n 40 "$build_log" >&2

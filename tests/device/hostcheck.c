@@ -12,10 +12,14 @@
  *       enables the 64-bit target checks).
  *   hostcheck --call CMD ARG1 ARG2
  *       one raw call; prints "status=0x.. rbx=0x.. rcx=0x..".
- *   hostcheck --fuzz N [--seed S]
+ *   hostcheck --fuzz N [--seed S] [--no-bye]
  *       N random calls with garbage arguments: the host must survive them.
- *       Only this process's own pages and addresses outside RAM are ever
- *       named, so the guest survives too.  Ends with START(0).
+ *       Only this process's own pages (the batch page among them, also as
+ *       an entry of itself) and addresses outside RAM are ever named, so
+ *       the guest survives too.  Follows the host's answers in a model of
+ *       what it holds and prints the model's locked-frames and locked-2m:
+ *       with --no-bye (no START(0) at the end) the host's counters must
+ *       equal them.  Fails if the host took a frame that is not ours.
  *   hostcheck --hold MIB [--seconds S] [--touch-wait T]
  *       START, lock MIB MiB of this process's own pages (batched), report,
  *       wait S seconds (default: until stdin reaches EOF; SIGUSR1 ends the
@@ -870,12 +874,76 @@ static uint64_t fuzz_pfn(const uint64_t *own, size_t n_own, uint64_t huge)
 	}
 }
 
-static int fuzz(long n, uint64_t seed)
+/*
+ * The fuzzer's model of what the host holds: the frames it may lock are
+ * this process's own (the pages, the batch page, the 2 MiB page), kept
+ * sorted for lookup.  Every call's status, and every batch entry's, says
+ * what the host did; the model follows them, so at the end the host's
+ * locked-frames must equal the model's count.
+ */
+struct fuzz_model {
+	uint64_t pfn[64 + 512];        /* sorted */
+	bool locked[64 + 512];
+	size_t n;
+	bool huge_locked;               /* the 2 MiB page as one entry */
+	uint64_t huge;
+	unsigned long foreign;          /* frames the host took that are not ours */
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool *model_frame(struct fuzz_model *m, uint64_t pfn)
+{
+	uint64_t *hit = bsearch(&pfn, m->pfn, m->n, sizeof(pfn), cmp_u64);
+
+	return hit ? &m->locked[hit - m->pfn] : NULL;
+}
+
+static void model_forget(struct fuzz_model *m)
+{
+	memset(m->locked, 0, sizeof(m->locked));
+	m->huge_locked = false;
+}
+
+/* One frame, or a 2 MiB entry, that the host says it locked or unlocked. */
+static void model_apply(struct fuzz_model *m, uint64_t pfn, bool huge, bool lock)
+{
+	bool *frame = huge ? NULL : model_frame(m, pfn);
+
+	if (huge && m->huge && pfn == m->huge) {
+		m->huge_locked = lock;
+	} else if (frame) {
+		*frame = lock;
+	} else if (lock) {
+		m->foreign++;
+		printf("# the host took frame %#" PRIx64 "%s, which is not ours\n",
+		       pfn, huge ? " (2 MiB)" : "");
+	}
+}
+
+static unsigned long model_locked_frames(const struct fuzz_model *m)
+{
+	unsigned long n = m->huge_locked ? 512 : 0;
+	size_t i;
+
+	for (i = 0; i < m->n; i++)
+		n += m->locked[i];
+	return n;
+}
+
+static int fuzz(long n, uint64_t seed, bool bye)
 {
 	enum { N_OWN = 32 };
 	char *pages = own_pages(N_OWN + 1);
 	uint64_t *batch = (uint64_t *)(pages + N_OWN * PAGE);
-	uint64_t own[N_OWN], huge = 0, batch_pfn = pfn_of(batch);
+	uint64_t own[N_OWN + 1], huge = 0, batch_pfn = pfn_of(batch);
+	uint64_t sent[512];
+	static struct fuzz_model m;
 	unsigned long hist[10] = { 0 };
 	long i;
 	int k;
@@ -883,10 +951,22 @@ static int fuzz(long n, uint64_t seed)
 	rnd_state = seed ? seed : 0x9e3779b97f4a7c15ULL;
 	for (k = 0; k < N_OWN; k++)
 		own[k] = pfn_of(pages + k * PAGE);
+	own[N_OWN] = batch_pfn;
 	own_huge_page(&huge);
+	m.huge = huge;
+	for (k = 0; k <= N_OWN; k++)
+		m.pfn[m.n++] = own[k];
+	for (k = 0; huge && k < 512; k++)
+		m.pfn[m.n++] = huge + k;
+	qsort(m.pfn, m.n, sizeof(m.pfn[0]), cmp_u64);
+	/* whatever an earlier run left locked is forgotten */
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+
 	for (i = 0; i < n; i++) {
 		struct regs r = { .rax = VMB_MAGIC };
-		uint64_t x = rnd();
+		uint64_t x = rnd(), arg1;
+		uint32_t c, st, count;
+		bool magic;
 
 		r.rcx = x % 16 < 13 ? x % 16 : (uint32_t)rnd();
 		if (rnd() % 64 == 0)
@@ -897,31 +977,70 @@ static int fuzz(long n, uint64_t seed)
 		    r.rcx == VMB_CMD_GUEST_ID || r.rcx == VMB_CMD_VMCI_DOORBELL_SET)
 			r.rbx = rnd() % 4 ? rnd() % 64 : rnd();
 		else if (r.rcx >= VMB_CMD_BATCHED_LOCK && r.rcx <= VMB_CMD_BATCHED_2M_UNLOCK)
-			/* never an own page: its contents would be taken as
-			 * entries naming other memory of the guest */
+			/* never an own page but the batch page itself: the
+			 * contents of another would be taken as entries naming
+			 * other memory of the guest */
 			r.rbx = rnd() % 4 ? batch_pfn : fuzz_bad_pfn();
 		else
-			r.rbx = fuzz_pfn(own, N_OWN, huge);
+			r.rbx = fuzz_pfn(own, N_OWN + 1, huge);
 		switch (rnd() % 4) {
 		case 0: r.rsi = rnd(); break;
 		case 1: r.rsi = 510 + rnd() % 5; break;
 		default: r.rsi = rnd() % 40; break;
 		}
 		if (r.rbx == batch_pfn)
-			for (k = 0; k < 512; k++)
-				batch[k] = fuzz_pfn(own, N_OWN, huge) << 12 |
-					   (rnd() % 4 ? 0 : rnd() % 4096);
+			for (k = 0; k < 512; k++) {
+				uint64_t pfn = fuzz_pfn(own, N_OWN + 1, huge);
+
+				/* a 2 MiB entry at an own 4 KiB page would
+				 * take the memory around it: misalign it */
+				if (r.rcx >= VMB_CMD_BATCHED_2M_LOCK &&
+				    pfn != huge && pfn % 512 == 0)
+					pfn |= 1;
+				sent[k] = pfn << 12 | (rnd() % 4 ? 0 : rnd() % 4096);
+				batch[k] = sent[k];
+			}
+		c = (uint32_t)r.rcx;
+		arg1 = r.rbx;
+		count = (uint32_t)r.rsi;
+		magic = (uint32_t)r.rax == VMB_MAGIC;
 		call(&r);
-		hist[(uint32_t)r.rax < 9 ? (uint32_t)r.rax :
-		     (uint32_t)r.rax == VMB_SUCCESS_WITH_CAPABILITIES ? 9 : 8]++;
+		st = (uint32_t)r.rax;
+		hist[st < 9 ? st : st == VMB_SUCCESS_WITH_CAPABILITIES ? 9 : 8]++;
+
+		/* what the host did, as its answers say */
+		if (!magic || st == VMB_ERROR_BUSY)
+			continue;           /* nothing */
+		if (c == VMB_CMD_START || st == VMB_ERROR_RESET) {
+			/* every START forgets, even a failing one; so does a
+			 * host restart */
+			model_forget(&m);
+		} else if (st == VMB_SUCCESS &&
+			   (c == VMB_CMD_LOCK || c == VMB_CMD_UNLOCK)) {
+			model_apply(&m, arg1, false, c == VMB_CMD_LOCK);
+		} else if (st == VMB_SUCCESS && arg1 == batch_pfn &&
+			   c >= VMB_CMD_BATCHED_LOCK &&
+			   c <= VMB_CMD_BATCHED_2M_UNLOCK) {
+			bool lock = c == VMB_CMD_BATCHED_LOCK ||
+				    c == VMB_CMD_BATCHED_2M_LOCK;
+			bool big = c >= VMB_CMD_BATCHED_2M_LOCK;
+
+			/* statuses come back in the page; the PFNs are ours */
+			for (k = 0; k < (int)count && k < 512; k++)
+				if ((batch[k] & VMB_ENTRY_STATUS_MASK) == VMB_SUCCESS)
+					model_apply(&m, sent[k] >> 12, big, lock);
+		}
 	}
-	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
 	printf("hostcheck: %ld random calls; statuses: success %lu, "
 	       "cmd-invalid %lu, ppn-invalid %lu, ppn-locked %lu, "
 	       "ppn-unlocked %lu, pinned %lu, reset %lu, other %lu, "
 	       "with-caps %lu\n", n, hist[0], hist[1], hist[2], hist[3],
 	       hist[4], hist[5], hist[7], hist[6] + hist[8], hist[9]);
-	return rdi_clobbered;
+	printf("hostcheck: model: locked-frames %lu, locked-2m %d, foreign %lu\n",
+	       model_locked_frames(&m), m.huge_locked, m.foreign);
+	if (bye)
+		cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+	return rdi_clobbered || m.foreign;
 }
 
 static void usage(void)
@@ -929,7 +1048,7 @@ static void usage(void)
 	fprintf(stderr, "usage: hostcheck [--caps HEX] [--legacy] "
 		"[--target FRAMES]\n"
 		"       hostcheck --call CMD ARG1 ARG2\n"
-		"       hostcheck --fuzz N [--seed S]\n"
+		"       hostcheck --fuzz N [--seed S] [--no-bye]\n"
 		"       hostcheck --hold MIB [--seconds S] [--touch-wait T]\n"
 		"       hostcheck --refused PFN N\n");
 	exit(2);
@@ -939,6 +1058,7 @@ int main(int argc, char **argv)
 {
 	long hold_mib = -1, seconds = 0, fuzz_n = -1, touch_wait = 0;
 	uint64_t seed = 0;
+	bool bye = true;
 	char **raw = NULL, **refuse = NULL;
 	uint64_t *batch, pfns[4];
 	char *pages;
@@ -959,6 +1079,8 @@ int main(int argc, char **argv)
 			refuse = &argv[i + 1], i += 2;
 		else if (!strcmp(argv[i], "--fuzz") && i + 1 < argc)
 			fuzz_n = strtol(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--no-bye"))
+			bye = false;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--touch-wait") && i + 1 < argc)
@@ -982,7 +1104,7 @@ int main(int argc, char **argv)
 	if (hold_mib > 0)
 		return hold(hold_mib, seconds, touch_wait);
 	if (fuzz_n >= 0)
-		return fuzz(fuzz_n, seed);
+		return fuzz(fuzz_n, seed, bye);
 	if (refuse)
 		return refused(strtoull(refuse[0], NULL, 0),
 			       strtoull(refuse[1], NULL, 0));

@@ -12,6 +12,12 @@
 #                                memory the device must never take
 #   tests/device/run.sh --all    also guests with legacy=on and other
 #                                capabilities (three more boots)
+#   tests/device/run.sh --fuzz MINUTES
+#                                only a long fuzz: a QEMU built with
+#                                AddressSanitizer and UBSan, random calls
+#                                in rounds under changing host faults; after
+#                                each round the host must hold what its
+#                                answers said, and QEMU must report nothing
 #
 # The guest is a plain PC (--plain): no balloon driver loads, hostcheck
 # (tests/device/hostcheck.c, compiled in the guest) talks to port 0x5670
@@ -20,12 +26,14 @@
 source "$(dirname "$0")/../lib/guest.sh"
 GUEST=${VMB_DEVICE_GUEST:-devcheck}
 name=$GUEST
-all=0
+all=0 fuzz_minutes=0
 case ${1:-} in
 --all) all=1 ;;
+--fuzz) fuzz_minutes=${2:-} ;;
 "") ;;
-*) echo "usage: $0 [--all]" >&2; exit 2 ;;
+*) echo "usage: $0 [--all | --fuzz MINUTES]" >&2; exit 2 ;;
 esac
+[[ $fuzz_minutes =~ ^[0-9]+$ ]] || { echo "usage: $0 --fuzz MINUTES" >&2; exit 2; }
 
 qmp() { "$vm" qmp "$name" "$@"; }
 run_dir=${VMB_RUN_DIR:-/tmp/vmb-run}
@@ -75,6 +83,58 @@ boot() {
 file_state() {
 	echo "$(sha256sum <"$1" | cut -c1-64) $(stat -c %b "$1")"
 }
+
+# fuzz_rounds MINUTES: random calls against a sanitized QEMU, in rounds of
+# 50000, each under other host faults, until MINUTES have passed.
+fuzz_rounds() {
+	local until=$((SECONDS + $1 * 60)) round=0 calls=0 out rc model
+	local faults=("" "reset-every=13 refuse-every=7" "busy-every=5 refuse-every=3 refuse-status=6"
+		"fail-start=3 offered-capabilities=14" "refuse-every=2 refuse-status=2 offered-capabilities=42")
+	local f kv clean=1
+	export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
+	VMB_QEMU=$(VMB_QEMU_SANITIZE=1 "$root/qemu-cloud/qemu/build.sh" | tail -n 1) ||
+		bail "build QEMU with AddressSanitizer and UBSan"
+	export VMB_QEMU
+	boot ""
+	while ((SECONDS < until)); do
+		round=$((round + 1))
+		f=${faults[round % ${#faults[@]}]}
+		for kv in reset-every=0 refuse-every=0 busy-every=0 fail-start=0 refuse-status=5 \
+			offered-capabilities=46 $f; do
+			host_set "${kv%%=*}" "${kv#*=}"
+		done
+		out=$(guest "/root/hostcheck --fuzz 50000 --seed $round --no-bye")
+		rc=$?
+		calls=$((calls + 50000))
+		model=$(sed -n 's/^hostcheck: model: //p' <<<"$out" | tail -n 1)
+		if ((rc != 0)) || [[ "locked-frames $(host_get locked-frames), locked-2m $(host_get locked-2m)" != "${model%, foreign *}" ]]; then
+			clean=0
+			note "round $round (${f:-no faults}): rc $rc, host" \
+				"locked-frames $(host_get locked-frames) locked-2m $(host_get locked-2m), model $model"
+			sed 's/^/#   /' <<<"$out"
+		fi
+		guest '/root/hostcheck --call 0 0 0' >/dev/null
+		"$vm" qmp "$name" query-status | grep -q running || break
+	done
+	note "$round rounds, $calls random calls in $1 minutes"
+	check "fuzz: QEMU is still running after $calls calls" eval 'qmp query-status | grep -q running'
+	check "fuzz: after every round the host held what its answers said, and took nothing else" \
+		test "$clean" = 1
+	check_eq "fuzz: nothing is locked after the goodbye" "$(host_get locked-frames) $(host_get locked-2m)" "0 0"
+	check "fuzz: no AddressSanitizer or UBSan report in QEMU's log" \
+		eval '! grep -E "AddressSanitizer|LeakSanitizer|runtime error:" "$run_dir/$name/qemu.log"'
+	for kv in reset-every=0 refuse-every=0 busy-every=0 fail-start=0 refuse-status=5 offered-capabilities=46; do
+		host_set "${kv%%=*}" "${kv#*=}"
+	done
+	host_set target-frames 1000
+	hostcheck_tap "hostcheck passes after the fuzz" --target 1000
+}
+
+if ((fuzz_minutes)); then
+	fuzz_rounds "$fuzz_minutes"
+	finish
+	exit
+fi
 
 # ------------------------------------------------------------------------
 note "refuse-status on the command line"
@@ -192,12 +252,16 @@ rm -f "$state"
 note "garbage"
 host_set refuse-every 7
 host_set reset-every 13
-out=$(guest '/root/hostcheck --fuzz 20000 --seed 1 && /root/hostcheck --fuzz 20000 --seed 2')
+out=$(guest '/root/hostcheck --fuzz 20000 --seed 1 && /root/hostcheck --fuzz 20000 --seed 2 --no-bye')
 rc=$?
 sed 's/^/# /' <<<"$out"
 check "QEMU survived 40000 random calls" eval 'qmp query-status | grep -q running'
-check_eq "the guest survived them" "$rc" 0
+check_eq "the guest survived them, and the host took none of its other frames" "$rc" 0
 ((rc == 0)) || "$vm" console "$name" -n 30 2>/dev/null | sed 's/^/#   | /'
+model=$(sed -n 's/^hostcheck: model: //p' <<<"$out" | tail -n 1)
+check_eq "after the garbage the host holds what its answers said it took" \
+	"locked-frames $(host_get locked-frames), locked-2m $(host_get locked-2m)" "${model%, foreign *}"
+guest '/root/hostcheck --call 0 0 0' >/dev/null
 host_set refuse-every 0
 host_set reset-every 0
 hostcheck_tap "hostcheck passes after the garbage" --target 1000
