@@ -1209,6 +1209,8 @@ static void vmb_discard_all_locked(VMBalloonState *s)
     GHashTableIter iter;
     gpointer key, value;
 
+    /* the DIMM seen by the last port call may have been unplugged since */
+    s->dimm_region_seen = NULL;
     g_hash_table_iter_init(&iter, s->locked.chunks);
     while (g_hash_table_iter_next(&iter, &key, &value)) {
         unsigned long *bits = value;
