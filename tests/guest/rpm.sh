@@ -1,0 +1,67 @@
+#!/bin/bash
+# The .rpm on a VMware-like guest. There is no RPM-based guest here, so a
+# bookworm guest gets Debian's rpm (fetched on the host, handed in on a
+# disk: the guest has no network) and installs the package with
+# `rpm -i --nodeps`, since rpm's own database there knows nothing of dkms.
+# Its %post runs dkms add, build and install; after a reboot the DKMS module
+# autoloads and balloons; `rpm -e` removes it and the kernel's own driver
+# comes back. Verdicts come from the guest and from the emulated host.
+# shellcheck source=tests/lib/guest.sh
+source "$(dirname "$0")/../lib/guest.sh"
+suite=bookworm
+GUEST=${GUEST:-vmb-test-rpm}
+
+rpm=$root/build/rpm/RPMS/noarch/vmw-balloon-dkms-$version-1.noarch.rpm
+[[ -f $rpm ]] || make -C "$root" rpm >&2 || bail "cannot build $rpm"
+image=$("$vm" image --suite "$suite" | tail -n 1) || bail "no $suite disk image"
+debs=$("$root/tests/lib/fetch-debs" "$(dirname "$image")/dpkg-status" rpm | tail -n 1) ||
+	bail "cannot fetch Debian's rpm for the guest"
+# vm start --file takes a path's last name: hand the folder in as "rpm-tool".
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+ln -s "$debs" "$staging/rpm-tool"
+
+"$vm" stop "$GUEST" --kill >/dev/null 2>&1
+"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$rpm" --file "$staging/rpm-tool" >&2 ||
+	bail "the VMware-like $suite guest did not boot"
+kver=$(guest uname -r)
+note "$suite guest, kernel $kver, package $version (.rpm)"
+learn_kernel_module
+guest "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /opt/vmb/rpm-tool/*.deb" >&2 ||
+	bail "installing Debian's rpm in the guest failed"
+
+out=$(guest "rpm -i --nodeps /opt/vmb/$(basename "$rpm") 2>&1")
+rc=$?
+sed 's/^/#   | /' <<<"$out" | tail -n 20
+check_eq "rpm -i: the package installs" "$rc" 0
+check_eq "rpm -q: rpm knows it" "$(guest rpm -q vmw-balloon-dkms)" "vmw-balloon-dkms-$version-1.noarch"
+check_dkms_installed "rpm %post"
+check "rpm %post: the sources are where dkms.conf says" guest "test -f /usr/src/vmw_balloon-$version/dkms.conf"
+
+"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
+check "autoload: vmw_balloon is loaded after boot" guest 'test -d /sys/module/vmw_balloon'
+file=$(guest modinfo -n vmw_balloon)
+check_eq "autoload: modinfo -n is DKMS's copy" "$file" "$moddir/updates/dkms/vmw_balloon$ko"
+check_eq "autoload: the loaded module's version" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
+check_eq "autoload: the loaded module's srcversion is the DKMS-built file's" \
+	"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
+want=$((512 * 1024 / 4))
+balloon_keep 1536
+check "balloon: the host holds $want frames within 60 s" wait_for 60 host_locked_is "$want"
+check_eq "balloon: the driver's debugfs current agrees" "$(guest_stat current)" "$want"
+balloon_keep 2048
+check "balloon: it empties within 60 s" wait_for 60 host_locked_is 0
+
+out=$(guest "rpm -e vmw-balloon-dkms 2>&1")
+rc=$?
+sed 's/^/#   | /' <<<"$out" | tail -n 20
+check_eq "rpm -e: the package goes" "$rc" 0
+check_eq "rpm -e: dkms knows no vmw_balloon" "$(guest dkms status vmw_balloon)" ""
+check "rpm -e: its sources are gone" guest "test ! -e /usr/src/vmw_balloon-$version"
+check_eq "rpm -e: modinfo -n is the kernel's own module again" "$(guest modinfo -n vmw_balloon)" "$intree"
+check "rpm -e: the kernel's own vmw_balloon loads in place of DKMS's" \
+	guest "rmmod vmw_balloon && modprobe vmw_balloon && test ! -e /sys/module/vmw_balloon/version &&
+		! grep -q O /sys/module/vmw_balloon/taint"
+check_dmesg_clean "rpm guest"
+
+finish
