@@ -12,7 +12,11 @@ suite=bookworm
 GUEST=${GUEST:-vmb-test-rpm}
 
 rpm=$root/build/rpm/RPMS/noarch/vmw-balloon-dkms-$version-1.noarch.rpm
-[[ -f $rpm ]] || make -C "$root" rpm >&2 || bail "cannot build $rpm"
+mkdir -p "$root/build"
+(
+	flock 9
+	[[ -f $rpm ]] || make -C "$root" rpm >&2
+) 9>"$root/build/.package.lock" || bail "cannot build $rpm"
 image=$("$vm" image --suite "$suite" | tail -n 1) || bail "no $suite disk image"
 debs=$("$root/tests/lib/fetch-debs" "$(dirname "$image")/dpkg-status" rpm | tail -n 1) ||
 	bail "cannot fetch Debian's rpm for the guest"

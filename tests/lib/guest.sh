@@ -204,6 +204,11 @@ check_dkms_installed() {
 }
 
 # The package under test, built if it is not there yet.
+# Guest tests may run beside one another: one builds it, the others wait.
 ensure_deb() {
-	[[ -f $deb ]] || make -C "$root" deb >&2 || bail "cannot build $deb"
+	mkdir -p "$root/build"
+	(
+		flock 9
+		[[ -f $deb ]] || make -C "$root" deb >&2
+	) 9>"$root/build/.package.lock" || bail "cannot build $deb"
 }
