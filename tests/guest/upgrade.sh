@@ -1,7 +1,7 @@
 #!/bin/bash
 # A kernel upgrade under the package. A bookworm guest with vmw-balloon-dkms
 # installed gets bookworm-backports' 6.12 cloud kernel and its headers,
-# fetched on the host (tests/lib/backports-kernel) and handed in on a disk,
+# fetched on the host (tests/lib/fetch-debs) and handed in on a disk,
 # since the guest has no network. DKMS builds for the new kernel while it
 # installs; the guest boots it (update-grub made it the default); DKMS's
 # module autoloads there and balloons; purging the old kernel leaves DKMS
@@ -13,7 +13,8 @@ GUEST=${GUEST:-vmb-test-upgrade}
 
 ensure_deb
 image=$("$vm" image --suite "$suite" | tail -n 1) || bail "no $suite disk image"
-debs=$("$root/tests/lib/backports-kernel" "$(dirname "$image")/dpkg-status" | tail -n 1) ||
+debs=$("$root/tests/lib/fetch-debs" "$(dirname "$image")/dpkg-status" \
+	linux-image-cloud-amd64/bookworm-backports linux-headers-cloud-amd64/bookworm-backports | tail -n 1) ||
 	bail "cannot fetch bookworm-backports' kernel"
 new=$(find "$debs" -name 'linux-image-*-cloud-amd64_*.deb' ! -name 'linux-image-cloud-amd64_*' \
 	-printf '%f\n' | sed 's/^linux-image-\([^_]*\)_.*/\1/')
