@@ -402,9 +402,10 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
  * @b: the balloon
  * @frames: how many 4 KiB frames the guest asks for
  *
- * Deflates at least @frames if the balloon has them (a 2 MiB page whole,
- * if that is what is left), unlocking every page with the host as any
- * deflation does: that is how the host learns what the guest took back.
+ * Deflates at least @frames, and at least VMB_PRESSURE_MIN_FRAMES, if the
+ * balloon has them (a 2 MiB page whole, if that is what is left), 4 KiB
+ * pages first, unlocking every page with the host as any deflation does:
+ * that is how the host learns what the guest took back.
  * The balloon then stays below its target for VMB_PRESSURE_HOLDOFF_MS,
  * counted from the latest request. Serialised like vmb_work().
  *
@@ -415,6 +416,8 @@ u64 vmb_shrink(struct vmb_balloon *b, u64 frames)
 	u64 freed = 0;
 
 	vmb_pressure_seen(b);
+	if (frames < VMB_PRESSURE_MIN_FRAMES)
+		frames = VMB_PRESSURE_MIN_FRAMES;
 	if (!b->reset_required && b->batch_max)
 		freed = vmb_deflate(b, frames, true);
 	vmb_stat_add(&b->stats[VMB_STAT_SHRINK_FREE], freed);

@@ -24,6 +24,13 @@
  */
 #define VMB_PRESSURE_HOLDOFF_MS	5000
 
+/*
+ * Memory pressure gets at least this many frames back per request: one
+ * batch, 2 MiB. A command costs the same for 1 entry or 512, and pressure
+ * rarely ends at the first request.
+ */
+#define VMB_PRESSURE_MIN_FRAMES	512
+
 enum vmb_stat {
 	VMB_STAT_TIMER,		/* cycles run */
 	VMB_STAT_DOORBELL,	/* cycles the host's doorbell started */

@@ -47,27 +47,39 @@ static unsigned long stat(struct sim *s, enum vmb_stat which)
 	return s->b.stats[which];
 }
 
-/* Reclaim takes 4 KiB pages first, and exactly what it asks for. */
+/*
+ * Reclaim takes 4 KiB pages first: what it asks for, at least a batch
+ * (VMB_PRESSURE_MIN_FRAMES).
+ */
 static void test_shrink_4k(void)
 {
 	struct sim *s = setup(0x2e);
 	u64 unlocks;
 
-	s->host.target = 4000;	/* seven 2 MiB pages and 416 of 4 KiB */
+	s->no_2m = true;	/* 1000 frames of 4 KiB, then four 2 MiB pages */
+	s->host.target = 1000;
 	sim_cycle(s);
-	check_size(s, 4000, "shrink 4k: inflated");
+	s->no_2m = false;
+	s->host.target = 3048;
+	sim_cycle(s);
+	check_size(s, 3048, "shrink 4k: inflated");
 	unlocks = s->host.calls[VMB_CMD_BATCHED_UNLOCK];
-	tap_eq(vmb_shrink(&s->b, 128), 128, "shrink 4k: 128 frames given back");
-	check_size(s, 4000 - 128, "shrink 4k: after");
+	tap_eq(vmb_shrink(&s->b, 100), 512,
+	       "shrink 4k: 100 frames asked, a batch of 512 given back");
+	check_size(s, 3048 - 512, "shrink 4k: after");
 	tap_eq(s->host.calls[VMB_CMD_BATCHED_UNLOCK] - unlocks, 1,
 	       "shrink 4k: one batched UNLOCK told the host");
 	tap_eq(s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK], 0,
 	       "shrink 4k: no 2 MiB page touched");
-	tap_eq(stat(s, VMB_STAT_SHRINK), 1, "shrink 4k: one shrink counted");
-	tap_eq(stat(s, VMB_STAT_SHRINK_FREE), 128,
-	       "shrink 4k: 128 frames counted as shrinkFree");
-	tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K], 128,
-	       "shrink 4k: 128 4 KiB pages counted as freed");
+	tap_eq(vmb_shrink(&s->b, 600), 488 + 512,
+	       "shrink 4k: 600 asked: the last 4 KiB pages, then a 2 MiB one");
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK], 1,
+	       "shrink 4k: one 2 MiB UNLOCK for what 4 KiB pages lacked");
+	tap_eq(stat(s, VMB_STAT_SHRINK), 2, "shrink 4k: two shrinks counted");
+	tap_eq(stat(s, VMB_STAT_SHRINK_FREE), 512 + 1000,
+	       "shrink 4k: shrinkFree counts every frame given");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K], 1000,
+	       "shrink 4k: every 4 KiB page counted as freed");
 	check_consistent(s, "shrink 4k");
 	shutdown_and_check(s, "shrink 4k");
 }
@@ -116,29 +128,29 @@ static void test_holdoff(void)
 	struct sim *s = setup(0x26);
 	u64 t0;
 
-	s->host.target = 2000;
+	s->host.target = 3000;
 	sim_cycle(s);
 	t0 = s->now_ms;
-	vmb_shrink(&s->b, 500);
-	check_size(s, 1500, "hold-off: shrunk");
+	vmb_shrink(&s->b, 1000);
+	check_size(s, 2000, "hold-off: shrunk");
 	s->now_ms = t0 + 1000;
 	sim_cycle(s);
-	check_size(s, 1500, "hold-off: no inflation 1 s later");
+	check_size(s, 2000, "hold-off: no inflation 1 s later");
 	s->now_ms = t0 + 4000;
 	vmb_shrink(&s->b, 100);
 	s->now_ms = t0 + 5000;
 	sim_cycle(s);
-	check_size(s, 1400, "hold-off: a second shrink at 4 s renews it");
+	check_size(s, 1488, "hold-off: a second shrink at 4 s renews it");
 	s->now_ms = t0 + 4000 + VMB_PRESSURE_HOLDOFF_MS - 1;
 	sim_cycle(s);
-	check_size(s, 1400, "hold-off: still holding 1 ms before its end");
+	check_size(s, 1488, "hold-off: still holding 1 ms before its end");
 	s->host.target = 800;
 	sim_cycle(s);
 	check_size(s, 800, "hold-off: deflation to a lower target goes on");
-	s->host.target = 2000;
+	s->host.target = 3000;
 	s->now_ms = t0 + 4000 + VMB_PRESSURE_HOLDOFF_MS;
 	sim_cycle(s);
-	check_size(s, 2000, "hold-off: over, back at target");
+	check_size(s, 3000, "hold-off: over, back at target");
 	tap_eq(stat(s, VMB_STAT_SHRINK), 2, "hold-off: two shrinks counted");
 	check_consistent(s, "hold-off");
 	shutdown_and_check(s, "hold-off");
@@ -201,7 +213,7 @@ static void test_shrink_refused(void)
 	tap_eq(vmb_shrink(&s->b, 256), 0, "refused: nothing given back");
 	check_size(s, 1000, "refused: the balloon keeps its pages");
 	s->host.refuse_unlock = 0;
-	tap_eq(vmb_shrink(&s->b, 256), 256, "refused: given once the host unlocks");
+	tap_eq(vmb_shrink(&s->b, 256), 512, "refused: given once the host unlocks");
 	check_consistent(s, "refused");
 	shutdown_and_check(s, "refused");
 }
