@@ -18,6 +18,8 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/notifier.h>
+#include <linux/oom.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -43,6 +45,12 @@ module_param(vmwballoon_shrinker_enable, bool, 0444);
 MODULE_PARM_DESC(vmwballoon_shrinker_enable,
 		 "Give ballooned memory back when the guest runs short (default: on)");
 
+/* The last resort, before the OOM killer picks a victim. */
+static bool vmwballoon_oom_enable = true;
+module_param(vmwballoon_oom_enable, bool, 0444);
+MODULE_PARM_DESC(vmwballoon_oom_enable,
+		 "Give ballooned memory back before the OOM killer runs (default: on)");
+
 /**
  * struct vmw_balloon - the driver's state
  * @core: the OS-independent balloon
@@ -59,6 +67,8 @@ MODULE_PARM_DESC(vmwballoon_shrinker_enable,
  * @cycle_task: the worker's task while it runs a cycle, else NULL
  * @shrinker: gives the balloon back under memory pressure
  * @shrinker_registered: @shrinker is registered
+ * @oom_nb: gives the balloon back before the OOM killer runs
+ * @oom_registered: @oom_nb is registered
  * @doorbell: the VMCI doorbell handle
  */
 struct vmw_balloon {
@@ -74,6 +84,8 @@ struct vmw_balloon {
 	struct task_struct *cycle_task;
 	struct vmb_compat_shrinker shrinker;
 	bool shrinker_registered;
+	struct notifier_block oom_nb;
+	bool oom_registered;
 #if VMB_HAVE_DOORBELL
 	struct vmci_handle doorbell;
 #endif
@@ -336,6 +348,30 @@ void vmb_os_log(struct vmb_balloon *b, enum vmb_log_level level,
 	va_end(args);
 }
 
+/*
+ * The kernel is about to kill a task for memory: reclaim, the shrinker
+ * included, found none. This may wait for the lock (the worker's cycle
+ * stops at its next chunk once told); 2 MiB back spares a victim.
+ */
+static int vmw_balloon_oom_notify(struct notifier_block *nb,
+				  unsigned long unused, void *freed_pages)
+{
+	struct vmw_balloon *vb = container_of(nb, struct vmw_balloon, oom_nb);
+	unsigned long *freed = freed_pages;
+	u64 given = 0;
+
+	vmb_pressure(&vb->core);
+	mutex_lock(&vb->lock);
+	if (!vb->stopping)
+		given = vmb_shrink(&vb->core, VMB_PRESSURE_MIN_FRAMES);
+	mutex_unlock(&vb->lock);
+	if (given)
+		pr_info_ratelimited("the guest ran short of memory: %llu frames given back\n",
+				    given);
+	*freed += given;
+	return NOTIFY_OK;
+}
+
 /* One cycle of the core, then the next one a second later. */
 static void vmw_balloon_work(struct work_struct *work)
 {
@@ -430,12 +466,20 @@ static int __init vmw_balloon_init(void)
 				err);
 		vb->shrinker_registered = !err;
 	}
+	if (vmwballoon_oom_enable) {
+		vb->oom_nb.notifier_call = vmw_balloon_oom_notify;
+		err = register_oom_notifier(&vb->oom_nb);
+		if (err)
+			pr_warn("no OOM notifier (%d)\n", err);
+		vb->oom_registered = !err;
+	}
 	vb->debugfs = debugfs_create_file("vmmemctl", 0400, NULL, vb,
 					  &vmw_balloon_stats_fops);
 	queue_delayed_work(system_freezable_wq, &vb->dwork, 0);
-	pr_info("version " VMB_VERSION " loaded%s%s\n",
+	pr_info("version " VMB_VERSION " loaded%s%s%s\n",
 		VMB_BALLOON_MIGRATION ? "; 4 KiB pages migrate" : "",
-		vb->shrinker_registered ? "; gives memory back under pressure" : "");
+		vb->shrinker_registered ? "; gives memory back under pressure" : "",
+		vb->oom_registered ? "; gives memory back before an OOM kill" : "");
 	return 0;
 }
 module_init(vmw_balloon_init);
@@ -445,7 +489,9 @@ static void __exit vmw_balloon_exit(void)
 	struct vmw_balloon *vb = vmw_balloon;
 
 	debugfs_remove(vb->debugfs);
-	/* waits for any reclaim callback under way */
+	/* each waits for any callback under way */
+	if (vb->oom_registered)
+		unregister_oom_notifier(&vb->oom_nb);
 	if (vb->shrinker_registered)
 		vmb_compat_shrinker_unregister(&vb->shrinker);
 

@@ -9,6 +9,10 @@
 #
 #   tests/guest/pressure.sh [SUITE]    bookworm (default: $VMB_SUITE or
 #                                      bookworm), trixie or sid
+#
+# VMB_PRESSURE_COMPARE=1 adds a measurement, after the checks: the same
+# workload with the shrinker off, so that only the OOM notifier gives
+# memory back (what virtio_balloon does since 5.7). It prints notes only.
 # shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
 use_suite "$@"
@@ -141,5 +145,24 @@ check_range "end: MemAvailable within 1% of the baseline (KiB)" "$avail2" \
 	$((avail0 - avail0 / 100)) $((avail0 + avail0 / 100))
 check_dmesg_clean "pressure"
 check_eq "end: the guest still answers" "$(guest echo alive)" alive
+
+# The alternative, measured: the OOM notifier alone.
+if [[ ${VMB_PRESSURE_COMPARE:-0} == 1 ]]; then
+	guest 'modprobe -r vmw_balloon && modprobe vmw_balloon vmwballoon_shrinker_enable=0 && dmesg -C'
+	balloon_keep $((2048 - balloon_mib))
+	wait_for 120 host_locked_is "$want" || note "oom only: the balloon did not reach $want"
+	avail1=$(avail_now)
+	shrinks0=$(guest_stat shrink)
+	start=$SECONDS
+	out=$(guest "timeout 600 python3 /root/touch.py $workload_mib $hold_s" 2>&1)
+	rc=$?
+	took=$((SECONDS - start))
+	locked=$(host_get locked-frames)
+	note "oom only: MemAvailable before $avail1 KiB; workload: $out (exit $rc, $took s)"
+	note "oom only: balloon $want -> $locked frames, $(($(guest_stat shrink) - shrinks0)) OOM notifier calls," \
+		"$(guest dmesg | grep -c 'ran short of memory') logged, $(guest dmesg | grep -c 'Killed process') OOM kills"
+	balloon_keep 2048
+	wait_for 60 host_locked_is 0 || note "oom only: the balloon did not deflate"
+fi
 
 finish
