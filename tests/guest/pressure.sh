@@ -125,8 +125,9 @@ note "balloon: before $want, minimum ${min:-?}, after $(host_get locked-frames) 
 note "shrank by $((want - ${min:-$want})) frames ($(((want - ${min:-$want}) / 256)) MiB);" \
 	"the workload lacked $lacked frames ($((lacked / 256)) MiB) of what was free," \
 	"and touched $((workload_mib * 256)) frames in all"
-note "driver: $shrinks reclaim requests, $shrunk frames given back; host: $unlocks UNLOCK commands;" \
-	"$regrow re-inflations while the workload ran"
+note "driver: $shrinks reclaim requests, $shrunk frames given back" \
+	"($(guest dmesg | grep -c 'ran short of memory') by the OOM notifier);" \
+	"host: $unlocks UNLOCK commands; $regrow re-inflations while the workload ran"
 check_range "the balloon shrank by at least what the workload lacked (frames)" \
 	$((want - ${min:-$want})) "$lacked" $((1 << 40))
 check_range "the driver counted at least that much given back (shrinkFree)" \
