@@ -272,6 +272,9 @@ static unsigned long vmw_balloon_shrink_scan(struct shrinker *shrinker,
 	if (!vb->stopping)
 		freed = vmb_shrink(&vb->core, sc->nr_to_scan);
 	mutex_unlock(&vb->lock);
+	/* the core gives a batch at least: count it against the scan */
+	if (freed > sc->nr_scanned)
+		sc->nr_scanned = freed;
 	return freed;
 }
 
