@@ -233,13 +233,16 @@ static struct vmw_balloon *shrinker_to_vmw(struct shrinker *shrinker)
 
 /*
  * Reclaim the balloon answers: an allocation that stalls, in direct
- * reclaim. Not kswapd, which the balloon's own inflation wakes whenever it
- * takes free memory below the low watermark (a shrinker answering it
- * would undo that inflation), and not the worker's own allocations.
+ * reclaim (PF_MEMALLOC is set for that). Not kswapd, which the balloon's
+ * own inflation wakes whenever it takes free memory below the low
+ * watermark (a shrinker answering it would undo that inflation), not the
+ * worker's own allocations, and not drop_caches, which asks every
+ * shrinker for everything it has but needs no memory.
  */
 static bool vmw_balloon_reclaim_wanted(struct vmw_balloon *vb)
 {
-	return !current_is_kswapd() && current != READ_ONCE(vb->cycle_task);
+	return (current->flags & PF_MEMALLOC) && !current_is_kswapd() &&
+	       current != READ_ONCE(vb->cycle_task);
 }
 
 static unsigned long vmw_balloon_shrink_count(struct shrinker *shrinker,
