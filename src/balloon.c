@@ -251,20 +251,43 @@ static struct vmb_page *vmb_alloc(struct vmb_balloon *b,
 	return page;
 }
 
+/* The guest needs memory: no inflation for a while, from now. */
+static void vmb_pressure_seen(struct vmb_balloon *b)
+{
+	VMB_WRITE_ONCE(b->pressure_pending, false);
+	vmb_stat_inc(&b->stats[VMB_STAT_SHRINK]);
+	b->inflate_after_ms = vmb_os_now_ms(b) + VMB_PRESSURE_HOLDOFF_MS;
+}
+
+/* Take a request vmb_pressure() left while the core was busy, if any. */
+static bool vmb_take_pressure(struct vmb_balloon *b)
+{
+	if (!VMB_READ_ONCE(b->pressure_pending))
+		return false;
+	vmb_pressure_seen(b);
+	return true;
+}
+
+static bool vmb_holding_off(struct vmb_balloon *b)
+{
+	return vmb_os_now_ms(b) < b->inflate_after_ms;
+}
+
 /*
  * Inflate towards the target in chunks of up to one batch, largest pages
  * first. The cycle ends at the first allocation failure, after too many
  * refusals in batches, at any refusal in single-page mode, when the host
- * fails a whole command, or when it asks for a reset; a 2 MiB failure
- * steps down to 4 KiB instead. There is no rate
- * limit: the allocations themselves give up early under memory pressure.
+ * fails a whole command, when it asks for a reset, or when the guest asks
+ * for memory back (vmb_pressure()); a 2 MiB failure steps down to 4 KiB
+ * instead. There is no rate limit: the allocations themselves give up
+ * early under memory pressure.
  */
 static void vmb_inflate(struct vmb_balloon *b)
 {
 	enum vmb_page_size size = b->max_size;
 	unsigned int refused = 0;
 
-	while (!b->reset_required) {
+	while (!b->reset_required && !vmb_take_pressure(b)) {
 		u64 target = vmb_effective_target(b);
 		u64 per_page = vmb_frames_per_page(size);
 		u64 wanted, n_max;
@@ -283,7 +306,8 @@ static void vmb_inflate(struct vmb_balloon *b)
 		}
 		n_max = wanted < b->batch_max ? wanted : b->batch_max;
 
-		while (n < n_max) {
+		/* the guest needs memory: lock what we have, and stop */
+		while (n < n_max && !VMB_READ_ONCE(b->pressure_pending)) {
 			struct vmb_page *page = vmb_alloc(b, size);
 
 			if (!page) {
@@ -315,25 +339,32 @@ static void vmb_inflate(struct vmb_balloon *b)
 }
 
 /*
- * Unlock and free up to @frames frames, 4 KiB pages first. Pages the host
- * will not unlock stay in the balloon, and the cycle ends there. A page the
+ * Unlock and free up to @frames frames, 4 KiB pages first; with @whole, a
+ * remainder smaller than a page still takes one whole page (memory
+ * pressure wants at least what it asked for). Pages the host will not
+ * unlock stay in the balloon, and the deflation ends there. A page the
  * host says is not locked is free to go, but only on its own status: a
- * batch that failed as a whole unlocked nothing. A list is done when the OS gives
- * no more pages from it: it may hold some back for migration.
+ * batch that failed as a whole unlocked nothing. A list is done when the
+ * OS gives no more pages from it: it may hold some back for migration.
+ * Returns the frames freed.
  */
-static void vmb_deflate(struct vmb_balloon *b, u64 frames)
+static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
 {
 	enum vmb_page_size size;
+	u64 freed = 0;
 
 	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
 		enum vmb_list list = vmb_balloon_list(size);
 		u64 per_page = vmb_frames_per_page(size);
 
-		while (frames >= per_page && !b->reset_required) {
-			u64 n_max = frames / per_page;
+		while (frames && !b->reset_required) {
+			u64 n_max = whole ? (frames + per_page - 1) / per_page :
+					    frames / per_page;
 			unsigned int n = 0, i, kept = 0;
 			u32 overall;
 
+			if (!n_max)
+				break;
 			if (n_max > b->batch_max)
 				n_max = b->batch_max;
 			for (n = 0; n < n_max; n++) {
@@ -350,17 +381,62 @@ static void vmb_deflate(struct vmb_balloon *b, u64 frames)
 					vmb_os_page_free(b, b->pages[i], size);
 					vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
 					vmb_size_sub(b, per_page);
-					frames -= per_page;
+					freed += per_page;
+					frames -= frames < per_page ? frames :
+								      per_page;
 				} else {
 					vmb_os_list_add(b, list, b->pages[i]);
 					kept++;
 				}
 			}
 			if (kept)
-				return;
+				return freed;
 			vmb_os_yield(b);
 		}
 	}
+	return freed;
+}
+
+/**
+ * vmb_shrink() - give memory back because the guest needs it
+ * @b: the balloon
+ * @frames: how many 4 KiB frames the guest asks for
+ *
+ * Deflates at least @frames, and at least VMB_PRESSURE_MIN_FRAMES, if the
+ * balloon has them (a 2 MiB page whole, if that is what is left), 4 KiB
+ * pages first, unlocking every page with the host as any deflation does:
+ * that is how the host learns what the guest took back.
+ * The balloon then stays below its target for VMB_PRESSURE_HOLDOFF_MS,
+ * counted from the latest request. Serialised like vmb_work().
+ *
+ * Return: the frames given back.
+ */
+u64 vmb_shrink(struct vmb_balloon *b, u64 frames)
+{
+	u64 freed = 0;
+
+	vmb_pressure_seen(b);
+	if (frames < VMB_PRESSURE_MIN_FRAMES)
+		frames = VMB_PRESSURE_MIN_FRAMES;
+	if (!b->reset_required && b->batch_max)
+		freed = vmb_deflate(b, frames, true);
+	vmb_stat_add(&b->stats[VMB_STAT_SHRINK_FREE], freed);
+	return freed;
+}
+
+/**
+ * vmb_pressure() - the guest needs memory, but the core is busy
+ * @b: the balloon
+ *
+ * For the OS's reclaim when it cannot take the lock that serialises the
+ * core, the worker being in a cycle: it needs no lock and never waits.
+ * An inflation under way stops after the chunk it is locking, and the
+ * hold-off of vmb_shrink() begins; the OS's next request, once the lock is
+ * free, is the one that deflates.
+ */
+void vmb_pressure(struct vmb_balloon *b)
+{
+	VMB_WRITE_ONCE(b->pressure_pending, true);
 }
 
 /* Move towards the target, within the deflate slack. */
@@ -372,14 +448,16 @@ static void vmb_change(struct vmb_balloon *b)
 		return;
 
 	if (b->size < target) {
-		vmb_inflate(b);
+		/* not while, or right after, the guest needed memory back */
+		if (!vmb_holding_off(b))
+			vmb_inflate(b);
 	} else if (b->size > target) {
 		u64 excess = b->size - target;
 
 		/* a little above target is fine: no ping-pong */
 		if (target && excess < VMB_DEFLATE_SLACK)
 			return;
-		vmb_deflate(b, excess);
+		vmb_deflate(b, excess, false);
 	}
 }
 
@@ -448,6 +526,8 @@ void vmb_work(struct vmb_balloon *b, bool doorbell)
 	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
 	if (doorbell)
 		vmb_stat_inc(&b->stats[VMB_STAT_DOORBELL]);
+	/* memory pressure while the last cycle ran: the hold-off starts now */
+	vmb_take_pressure(b);
 
 	if (b->reset_required)
 		vmb_reset(b);

@@ -17,12 +17,26 @@
 /* No deflation while the balloon is less than 2 MiB above its target. */
 #define VMB_DEFLATE_SLACK	512
 
+/*
+ * After the guest needed memory back, no inflation for this long: the
+ * balloon would only grow into the same shortage again (upstream waits
+ * 5 s too). Every new request for memory starts it over.
+ */
+#define VMB_PRESSURE_HOLDOFF_MS	5000
+
+/*
+ * Memory pressure gets at least this many frames back per request: one
+ * batch, 2 MiB. A command costs the same for 1 entry or 512, and pressure
+ * rarely ends at the first request.
+ */
+#define VMB_PRESSURE_MIN_FRAMES	512
+
 enum vmb_stat {
 	VMB_STAT_TIMER,		/* cycles run */
 	VMB_STAT_DOORBELL,	/* cycles the host's doorbell started */
 	VMB_STAT_RESET,		/* resets completed */
-	VMB_STAT_SHRINK,	/* kept for upstream's format; always 0 */
-	VMB_STAT_SHRINK_FREE,
+	VMB_STAT_SHRINK,	/* times the guest asked for memory back */
+	VMB_STAT_SHRINK_FREE,	/* frames given back on those requests */
 	VMB_NR_SHOWN_STATS,	/* the ones above are upstream's debugfs lines */
 	/* pages migrated: not shown, the kernel counts balloon_migrate */
 	VMB_STAT_MIGRATE = VMB_NR_SHOWN_STATS,
@@ -53,12 +67,17 @@ enum vmb_page_stat {
  * @pages: the pages of the chunk being locked or unlocked
  * @doorbell_set: the host was given a doorbell to ring
  * @warned: log-once flags, VMB_WARNED_*
+ * @inflate_after_ms: no inflation before this time of vmb_os_now_ms(): the
+ *	hold-off after memory pressure
+ * @pressure_pending: the guest asked for memory back while the core was
+ *	busy (see vmb_pressure()); the only field written without the lock
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
  * @page_stats: per page size counters, &enum vmb_page_stat
  *
- * Only the holder of the lock that serialises the core writes any field.
+ * Only the holder of the lock that serialises the core writes any field
+ * but @pressure_pending.
  * Those vmb_stats_show() shows (the capabilities, @reset_required,
  * @target, @size and the counters) are also read without that lock, so
  * they are written with VMB_WRITE_ONCE() or vmb_stat_inc() only, and sized
@@ -78,6 +97,8 @@ struct vmb_balloon {
 	struct vmb_page *pages[VMB_BATCH_MAX_ENTRIES];
 	bool doorbell_set;
 	unsigned int warned;
+	u64 inflate_after_ms;
+	bool pressure_pending;
 
 	unsigned long cmd_calls[VMB_CMD_NUM];
 	unsigned long cmd_fails[VMB_CMD_NUM];
@@ -95,6 +116,8 @@ void vmb_work(struct vmb_balloon *b, bool doorbell);
 void vmb_stop_doorbell(struct vmb_balloon *b);
 void vmb_shutdown(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);
+u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
+void vmb_pressure(struct vmb_balloon *b);
 
 /**
  * enum vmb_migrate_result - what vmb_migrate() did

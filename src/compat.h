@@ -21,6 +21,7 @@
 
 #include <linux/mm.h>
 #include <linux/page-flags.h>
+#include <linux/shrinker.h>
 #include <linux/vmstat.h>
 #include <asm/hypervisor.h>
 
@@ -397,5 +398,94 @@ vmb_compat_4k_isolated(struct vmb_compat_4k_list *list)
 }
 
 #endif /* VMB_BALLOON_MIGRATION */
+
+/*
+ * The shrinker that gives the balloon back under memory pressure,
+ * struct vmb_compat_shrinker. Three forms of the API, one probe each:
+ * the driver embeds a struct shrinker and registers it
+ * (VMB_HAVE_REGISTER_SHRINKER_PLAIN, until 5.19), the same with a name
+ * (VMB_HAVE_REGISTER_SHRINKER_NAMED, 6.0 to 6.6), or the kernel allocates
+ * it and hands the driver's pointer back in private_data
+ * (VMB_HAVE_SHRINKER_ALLOC, 6.7).
+ */
+#if VMB_HAVE_SHRINKER_ALLOC
+struct vmb_compat_shrinker {
+	struct shrinker *shrinker;
+};
+#else
+struct vmb_compat_shrinker {
+	struct shrinker shrinker;
+};
+#endif
+
+/* The count_objects and scan_objects callbacks. */
+typedef unsigned long (*vmb_compat_shrinker_fn)(struct shrinker *shrinker,
+					       struct shrink_control *sc);
+
+/**
+ * vmb_compat_shrinker_register() - register a shrinker
+ * @sh: the driver's shrinker, zeroed
+ * @name: its name (in debugfs, where the kernel shows shrinkers)
+ * @count: the count_objects callback
+ * @scan: the scan_objects callback
+ *
+ * Return: 0, or a negative error.
+ */
+static inline int vmb_compat_shrinker_register(struct vmb_compat_shrinker *sh,
+					       const char *name,
+					       vmb_compat_shrinker_fn count,
+					       vmb_compat_shrinker_fn scan)
+{
+#if VMB_HAVE_SHRINKER_ALLOC
+	sh->shrinker = shrinker_alloc(0, "%s", name);
+	if (!sh->shrinker)
+		return -ENOMEM;
+	sh->shrinker->count_objects = count;
+	sh->shrinker->scan_objects = scan;
+	sh->shrinker->private_data = sh;
+	shrinker_register(sh->shrinker);
+	return 0;
+#else
+	sh->shrinker.count_objects = count;
+	sh->shrinker.scan_objects = scan;
+	sh->shrinker.seeks = DEFAULT_SEEKS;
+#if VMB_HAVE_REGISTER_SHRINKER_NAMED
+	return register_shrinker(&sh->shrinker, "%s", name);
+#else
+	return register_shrinker(&sh->shrinker);
+#endif
+#endif
+}
+
+/**
+ * vmb_compat_shrinker_unregister() - undo vmb_compat_shrinker_register()
+ * @sh: the driver's shrinker; when this returns, no callback runs
+ */
+static inline void
+vmb_compat_shrinker_unregister(struct vmb_compat_shrinker *sh)
+{
+#if VMB_HAVE_SHRINKER_ALLOC
+	shrinker_free(sh->shrinker);
+	sh->shrinker = NULL;
+#else
+	unregister_shrinker(&sh->shrinker);
+#endif
+}
+
+/**
+ * vmb_compat_shrinker_of() - the driver's shrinker a callback runs for
+ * @shrinker: what the kernel passes the callback
+ *
+ * Return: the driver's struct vmb_compat_shrinker.
+ */
+static inline struct vmb_compat_shrinker *
+vmb_compat_shrinker_of(struct shrinker *shrinker)
+{
+#if VMB_HAVE_SHRINKER_ALLOC
+	return shrinker->private_data;
+#else
+	return container_of(shrinker, struct vmb_compat_shrinker, shrinker);
+#endif
+}
 
 #endif /* VMB_COMPAT_H */

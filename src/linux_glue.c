@@ -18,9 +18,13 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/notifier.h>
+#include <linux/oom.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/swap.h>
+#include <linux/timekeeping.h>
 #include <linux/workqueue.h>
 
 #include "balloon.h"
@@ -35,6 +39,18 @@
 /* 2 MiB pages are taken only if free: no reclaim at all. */
 #define VMW_BALLOON_2M_GFP	(__GFP_HIGHMEM | __GFP_NOMEMALLOC | __GFP_NOWARN)
 
+/* Upstream's name, but on by default here. */
+static bool vmwballoon_shrinker_enable = true;
+module_param(vmwballoon_shrinker_enable, bool, 0444);
+MODULE_PARM_DESC(vmwballoon_shrinker_enable,
+		 "Give ballooned memory back when the guest runs short (default: on)");
+
+/* The last resort, before the OOM killer picks a victim. */
+static bool vmwballoon_oom_enable = true;
+module_param(vmwballoon_oom_enable, bool, 0444);
+MODULE_PARM_DESC(vmwballoon_oom_enable,
+		 "Give ballooned memory back before the OOM killer runs (default: on)");
+
 /**
  * struct vmw_balloon - the driver's state
  * @core: the OS-independent balloon
@@ -48,6 +64,11 @@
  * @debugfs: the vmmemctl statistics file
  * @stopping: unload has begun; the worker must not run or requeue
  * @doorbell_rung: the host rang the doorbell since the last cycle
+ * @cycle_task: the worker's task while it runs a cycle, else NULL
+ * @shrinker: gives the balloon back under memory pressure
+ * @shrinker_registered: @shrinker is registered
+ * @oom_nb: gives the balloon back before the OOM killer runs
+ * @oom_registered: @oom_nb is registered
  * @doorbell: the VMCI doorbell handle
  */
 struct vmw_balloon {
@@ -60,6 +81,11 @@ struct vmw_balloon {
 	struct dentry *debugfs;
 	bool stopping;
 	atomic_t doorbell_rung;
+	struct task_struct *cycle_task;
+	struct vmb_compat_shrinker shrinker;
+	bool shrinker_registered;
+	struct notifier_block oom_nb;
+	bool oom_registered;
 #if VMB_HAVE_DOORBELL
 	struct vmci_handle doorbell;
 #endif
@@ -194,6 +220,67 @@ u64 vmb_os_total_ram_frames(struct vmb_balloon *b)
 	return vmb_compat_totalram_frames();
 }
 
+u64 vmb_os_now_ms(struct vmb_balloon *b)
+{
+	return ktime_to_ms(ktime_get());
+}
+
+static struct vmw_balloon *shrinker_to_vmw(struct shrinker *shrinker)
+{
+	return container_of(vmb_compat_shrinker_of(shrinker),
+			    struct vmw_balloon, shrinker);
+}
+
+/*
+ * Reclaim the balloon answers: an allocation that stalls, in direct
+ * reclaim (PF_MEMALLOC is set for that). Not kswapd, which the balloon's
+ * own inflation wakes whenever it takes free memory below the low
+ * watermark (a shrinker answering it would undo that inflation), not the
+ * worker's own allocations, and not drop_caches, which asks every
+ * shrinker for everything it has but needs no memory.
+ */
+static bool vmw_balloon_reclaim_wanted(struct vmw_balloon *vb)
+{
+	return (current->flags & PF_MEMALLOC) && !current_is_kswapd() &&
+	       current != READ_ONCE(vb->cycle_task);
+}
+
+static unsigned long vmw_balloon_shrink_count(struct shrinker *shrinker,
+					      struct shrink_control *sc)
+{
+	struct vmw_balloon *vb = shrinker_to_vmw(shrinker);
+
+	if (!vmw_balloon_reclaim_wanted(vb))
+		return 0;
+	return VMB_READ_ONCE(vb->core.size);
+}
+
+/*
+ * Never waits for the worker: if it is in a cycle, the core only takes
+ * note (the inflation stops, and the hold-off begins), and the next call
+ * finds the lock free.
+ */
+static unsigned long vmw_balloon_shrink_scan(struct shrinker *shrinker,
+					     struct shrink_control *sc)
+{
+	struct vmw_balloon *vb = shrinker_to_vmw(shrinker);
+	unsigned long freed = 0;
+
+	if (!vmw_balloon_reclaim_wanted(vb))
+		return SHRINK_STOP;
+	if (!mutex_trylock(&vb->lock)) {
+		vmb_pressure(&vb->core);
+		return SHRINK_STOP;
+	}
+	if (!vb->stopping)
+		freed = vmb_shrink(&vb->core, sc->nr_to_scan);
+	mutex_unlock(&vb->lock);
+	/* the core gives a batch at least: count it against the scan */
+	if (freed > sc->nr_scanned)
+		sc->nr_scanned = freed;
+	return freed;
+}
+
 void vmb_os_yield(struct vmb_balloon *b)
 {
 	cond_resched();
@@ -267,6 +354,30 @@ void vmb_os_log(struct vmb_balloon *b, enum vmb_log_level level,
 	va_end(args);
 }
 
+/*
+ * The kernel is about to kill a task for memory: reclaim, the shrinker
+ * included, found none. This may wait for the lock (the worker's cycle
+ * stops at its next chunk once told); 2 MiB back spares a victim.
+ */
+static int vmw_balloon_oom_notify(struct notifier_block *nb,
+				  unsigned long unused, void *freed_pages)
+{
+	struct vmw_balloon *vb = container_of(nb, struct vmw_balloon, oom_nb);
+	unsigned long *freed = freed_pages;
+	u64 given = 0;
+
+	vmb_pressure(&vb->core);
+	mutex_lock(&vb->lock);
+	if (!vb->stopping)
+		given = vmb_shrink(&vb->core, VMB_PRESSURE_MIN_FRAMES);
+	mutex_unlock(&vb->lock);
+	if (given)
+		pr_info_ratelimited("the guest ran short of memory: %llu frames given back\n",
+				    given);
+	*freed += given;
+	return NOTIFY_OK;
+}
+
 /* One cycle of the core, then the next one a second later. */
 static void vmw_balloon_work(struct work_struct *work)
 {
@@ -278,7 +389,9 @@ static void vmw_balloon_work(struct work_struct *work)
 		mutex_unlock(&vb->lock);
 		return;
 	}
+	WRITE_ONCE(vb->cycle_task, current);
 	vmb_work(&vb->core, atomic_xchg(&vb->doorbell_rung, 0));
+	WRITE_ONCE(vb->cycle_task, NULL);
 	mutex_unlock(&vb->lock);
 
 	/* freezable: the balloon sleeps while the system suspends */
@@ -350,11 +463,29 @@ static int __init vmw_balloon_init(void)
 		 page_address(vb->batch_page), page_to_pfn(vb->batch_page));
 
 	vmw_balloon = vb;
+	if (vmwballoon_shrinker_enable) {
+		err = vmb_compat_shrinker_register(&vb->shrinker, "vmw-balloon",
+						   vmw_balloon_shrink_count,
+						   vmw_balloon_shrink_scan);
+		if (err)
+			pr_warn("no shrinker (%d): the balloon will not give memory back under pressure\n",
+				err);
+		vb->shrinker_registered = !err;
+	}
+	if (vmwballoon_oom_enable) {
+		vb->oom_nb.notifier_call = vmw_balloon_oom_notify;
+		err = register_oom_notifier(&vb->oom_nb);
+		if (err)
+			pr_warn("no OOM notifier (%d)\n", err);
+		vb->oom_registered = !err;
+	}
 	vb->debugfs = debugfs_create_file("vmmemctl", 0400, NULL, vb,
 					  &vmw_balloon_stats_fops);
 	queue_delayed_work(system_freezable_wq, &vb->dwork, 0);
-	pr_info("version " VMB_VERSION " loaded%s\n",
-		VMB_BALLOON_MIGRATION ? "; 4 KiB pages migrate" : "");
+	pr_info("version " VMB_VERSION " loaded%s%s%s\n",
+		VMB_BALLOON_MIGRATION ? "; 4 KiB pages migrate" : "",
+		vb->shrinker_registered ? "; gives memory back under pressure" : "",
+		vb->oom_registered ? "; gives memory back before an OOM kill" : "");
 	return 0;
 }
 module_init(vmw_balloon_init);
@@ -364,6 +495,11 @@ static void __exit vmw_balloon_exit(void)
 	struct vmw_balloon *vb = vmw_balloon;
 
 	debugfs_remove(vb->debugfs);
+	/* each waits for any callback under way */
+	if (vb->oom_registered)
+		unregister_oom_notifier(&vb->oom_nb);
+	if (vb->shrinker_registered)
+		vmb_compat_shrinker_unregister(&vb->shrinker);
 
 	/* After this, neither the doorbell nor the worker starts a cycle. */
 	mutex_lock(&vb->lock);

@@ -127,6 +127,14 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list);
 u64 vmb_os_total_ram_frames(struct vmb_balloon *b);
 
 /**
+ * vmb_os_now_ms() - a clock for the hold-off after memory pressure
+ * @b: the balloon
+ *
+ * Return: milliseconds since any fixed point; never goes back.
+ */
+u64 vmb_os_now_ms(struct vmb_balloon *b);
+
+/**
  * vmb_os_yield() - let others run between two chunks of work
  * @b: the balloon
  */

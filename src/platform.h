@@ -58,4 +58,14 @@ static inline void vmb_stat_inc(unsigned long *counter)
 	VMB_WRITE_ONCE(*counter, *counter + 1);
 }
 
+/**
+ * vmb_stat_add() - count several events at once; only the lock holder may
+ * @counter: the statistic
+ * @n: how many
+ */
+static inline void vmb_stat_add(unsigned long *counter, unsigned long n)
+{
+	VMB_WRITE_ONCE(*counter, *counter + n);
+}
+
 #endif /* VMB_PLATFORM_H */

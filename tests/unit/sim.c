@@ -299,6 +299,8 @@ struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 	unsigned int order = vmb_page_sizes[size].order;
 	u64 n = 1ULL << order, i;
 
+	if (++s->n_allocs == s->pressure_at_alloc)
+		vmb_pressure(b);	/* as if from another thread */
 	if (s->allocated + n > s->alloc_limit)
 		return NULL;
 	if (size == VMB_PAGE_2M) {
@@ -399,6 +401,11 @@ u64 vmb_os_total_ram_frames(struct vmb_balloon *b)
 	return to_sim(b)->reported_ram;
 }
 
+u64 vmb_os_now_ms(struct vmb_balloon *b)
+{
+	return to_sim(b)->now_ms;
+}
+
 void vmb_os_yield(struct vmb_balloon *b)
 {
 }
@@ -450,6 +457,7 @@ void sim_init(struct sim *s, const struct sim_config *cfg)
 	memset(s, 0, sizeof(*s));
 	s->nframes = cfg->nframes ? cfg->nframes : 16384;	/* 64 MiB */
 	s->pfn_base = cfg->pfn_base;
+	s->now_ms = 100000;
 	s->reported_ram = s->nframes;
 	s->alloc_limit = s->nframes;
 	s->last_freed = ~0ULL;

@@ -78,6 +78,10 @@ struct sim {
 	bool no_2m;		/* every 2 MiB allocation fails */
 	unsigned int fail_4k_after;	/* 4 KiB allocations fail after N; 0 off */
 	unsigned int n_4k_allocs;
+	u64 now_ms;		/* what vmb_os_now_ms() says */
+	/* reclaim finds the core busy at the Nth allocation (vmb_pressure) */
+	unsigned int pressure_at_alloc;
+	unsigned int n_allocs;
 
 	struct sim_frame *lists[VMB_NR_LISTS];
 	u64 batch[VMB_BATCH_MAX_ENTRIES];

@@ -4,7 +4,10 @@
  * core: one thread runs balloon cycles while another reads the statistics
  * over and over. Built with ThreadSanitizer, which fails the run on any
  * data race; the readings themselves must also make sense (counters never
- * go back, the size never exceeds the guest's RAM). Prints TAP.
+ * go back, the size never exceeds the guest's RAM). The reading thread
+ * also plays reclaim finding the core busy (vmb_pressure(), which takes no
+ * lock), and the cycling one reclaim that got the lock (vmb_shrink()).
+ * Prints TAP.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -27,6 +30,9 @@ static void *writer(void *unused)
 		if (i % 50 == 25)
 			sim.host.reset_on_cmd = VMB_CMD_BATCHED_LOCK;
 		sim_cycle(&sim);
+		if (i % 10 == 5)
+			vmb_shrink(&sim.b, 100);
+		sim.now_ms += 1000;
 	}
 	__atomic_store_n(&writer_done, 1, __ATOMIC_RELEASE);
 	return NULL;
@@ -66,6 +72,8 @@ int main(void)
 		memset(&now, 0, sizeof(now));
 		vmb_stats_show(&sim.b, parse, &now);
 		reads++;
+		if (reads % 64 == 0)
+			vmb_pressure(&sim.b);
 		if (now.timer < last.timer || now.batch_locks < last.batch_locks)
 			backwards++;
 		if (now.current > sim.nframes)
@@ -78,6 +86,9 @@ int main(void)
 	tap_eq(backwards, 0, "counters never went back");
 	tap_eq(too_big, 0, "the size never exceeded RAM");
 	tap_eq(last.timer <= 300, 1, "timer within the cycles run");
+	tap_ok(sim.b.stats[VMB_STAT_SHRINK] >= 30,
+	       "every shrink counted, and requests left while busy too (%lu)",
+	       sim.b.stats[VMB_STAT_SHRINK]);
 	vmb_shutdown(&sim.b);
 	sim_destroy(&sim);
 

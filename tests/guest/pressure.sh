@@ -1,0 +1,178 @@
+#!/bin/bash
+# Memory pressure: the balloon gives memory back when the guest needs it.
+# A 2 GiB VMware-like guest with the package; the host inflates the
+# balloon until about 300 MiB is free, then a program in the guest touches
+# 800 MiB. It must complete with no OOM kill, the balloon must shrink by
+# at least what the program lacked (the host sees the UNLOCKs), and once
+# it ends the balloon must be back at the host's target within 60 s.
+# Verdicts come from the guest and from the emulated host.
+#
+#   tests/guest/pressure.sh [SUITE]    bookworm (default: $VMB_SUITE or
+#                                      bookworm), trixie or sid
+#
+# VMB_PRESSURE_COMPARE=1 adds a measurement, after the checks: the same
+# workload with the shrinker off, so that only the OOM notifier gives
+# memory back (what virtio_balloon does since 5.7). It prints notes only.
+# shellcheck source=tests/lib/guest.sh
+source "$(dirname "$0")/../lib/guest.sh"
+use_suite "$@"
+GUEST=${GUEST:-vmb-test-pressure-$suite}
+
+free_target_mib=300	# what the balloon leaves free
+workload_mib=800	# what the program touches
+hold_s=10		# how long it keeps it
+
+ensure_deb
+"$vm" stop "$GUEST" --kill >/dev/null 2>&1
+"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$deb" >&2 ||
+	bail "the VMware-like $suite guest did not boot"
+kver=$(guest uname -r)
+note "$suite guest, kernel $kver, package $version"
+
+guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
+	bail "apt install of the package failed"
+# The kernel's own driver may have loaded at boot (DMI alias): ours instead.
+guest 'modprobe -r vmw_balloon; modprobe vmw_balloon' ||
+	bail "cannot load the package's vmw_balloon"
+check_eq "load: the package's module is loaded" \
+	"$(guest cat /sys/module/vmw_balloon/version)" "$version"
+check_eq "load: giving memory back is on by default" \
+	"$(guest cat /sys/module/vmw_balloon/parameters/vmwballoon_shrinker_enable)" Y
+check "load: the kernel log says so" \
+	guest "dmesg | grep -q 'vmw_balloon: version $version loaded.*gives memory back under pressure'"
+
+# The program: touches MiB of anonymous memory, holds it, and says so.
+"$vm" ssh "$GUEST" -- "cat > /root/touch.py" <<'EOF'
+import mmap, sys, time
+mib, hold = int(sys.argv[1]), float(sys.argv[2])
+start = time.monotonic()
+m = mmap.mmap(-1, mib << 20)
+chunk = b"\x5a" * (1 << 20)
+for i in range(mib):
+    m[i << 20:(i + 1) << 20] = chunk
+took = time.monotonic() - start
+time.sleep(hold)
+ok = all(m[(i << 20) + 4095] == 0x5a for i in range(mib))
+print("touched %d MiB in %.1f s, %s" % (mib, took, "intact" if ok else "CORRUPT"))
+sys.exit(0 if ok else 1)
+EOF
+
+# baseline: no balloon, caches dropped
+wait_for 30 host_locked_is 0 || note "the balloon was not empty at the start"
+# shellcheck disable=SC2016 # expanded in the guest
+avail_now() {
+	guest 'sync; echo 3 > /proc/sys/vm/drop_caches; awk "\$1 == \"MemAvailable:\" {print \$2}" /proc/meminfo'
+}
+avail0=$(avail_now)
+meminfo0=$(guest cat /proc/meminfo)
+# pages in the per-CPU free lists, which MemFree does not count
+pcp_pages() {
+	guest "awk '\$1 == \"count:\" {n += \$2} END {print n + 0}' /proc/zoneinfo"
+}
+note "baseline: MemAvailable $avail0 KiB, $(pcp_pages) pages in per-CPU lists"
+
+# Inflate until about 300 MiB is free.
+balloon_mib=$((avail0 / 1024 - free_target_mib))
+want=$((balloon_mib * 256))
+balloon_keep $((2048 - balloon_mib))
+check "inflate: the host holds $want frames ($balloon_mib MiB) within 120 s" \
+	wait_for 120 host_locked_is "$want"
+check_eq "inflate: the driver's debugfs current agrees" "$(guest_stat current)" "$want"
+avail1=$(avail_now)
+note "free before the workload: MemAvailable $avail1 KiB, balloon $want frames," \
+	"$(host_get locked-2m) of them in 2 MiB entries"
+shrinks0=$(guest_stat shrink)
+shrunk0=$(guest_stat shrinkFree)
+unlocks0=$(($(host_get calls-batch-unlock) + $(host_get calls-2m-unlock)))
+
+# The workload, with the host's balloon sampled every second meanwhile.
+samples=$(mktemp)
+trap 'rm -f "$samples"' EXIT
+(
+	while :; do
+		echo "$SECONDS $(host_get locked-frames)"
+		sleep 1
+	done
+) >"$samples" 2>/dev/null &
+sampler=$!
+start=$SECONDS
+out=$(guest "python3 /root/touch.py $workload_mib $hold_s" 2>&1)
+rc=$?
+ended=$SECONDS
+note "workload: $out (exit $rc, $((ended - start)) s)"
+check_eq "workload: touched $workload_mib MiB and completed" "$rc" 0
+check "workload: no OOM kill" \
+	eval '! guest dmesg | grep -Eq "Out of memory|oom-kill|Killed process"'
+
+# Back at target within 60 s of its end, as the sampler saw it.
+back=
+while ((SECONDS - ended <= 60)); do
+	last=$(tail -n 1 "$samples")
+	if [[ ${last#* } == "$want" ]]; then
+		back=$((${last%% *} - ended))
+		break
+	fi
+	sleep 1
+done
+kill "$sampler" 2>/dev/null
+wait "$sampler" 2>/dev/null
+check "after: the balloon is back at $want frames within 60 s" test -n "$back"
+
+min=$(awk 'NF == 2 && $2 ~ /^[0-9]+$/ {print $2}' "$samples" | sort -n | head -n 1)
+# re-inflations while the program held its memory: rises between samples
+regrow=$(awk -v end="$ended" 'NF == 2 && $1 <= end { if (prev != "" && $2 > prev) n++; prev = $2 } END {print n + 0}' "$samples")
+shrinks=$(($(guest_stat shrink) - shrinks0))
+shrunk=$(($(guest_stat shrinkFree) - shrunk0))
+unlocks=$(($(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) - unlocks0))
+lacked=$((workload_mib * 256 - avail1 / 4))
+note "balloon: before $want, minimum ${min:-?}, after $(host_get locked-frames) frames;" \
+	"back at target ${back:-never} s after the workload ended"
+note "shrank by $((want - ${min:-$want})) frames ($(((want - ${min:-$want}) / 256)) MiB);" \
+	"the workload lacked $lacked frames ($((lacked / 256)) MiB) of what was free," \
+	"and touched $((workload_mib * 256)) frames in all"
+note "driver: $shrinks reclaim requests, $shrunk frames given back" \
+	"($(guest dmesg | grep -c 'ran short of memory') by the OOM notifier);" \
+	"host: $unlocks UNLOCK commands; $regrow re-inflations while the workload ran"
+check_range "the balloon shrank by at least what the workload lacked (frames)" \
+	$((want - ${min:-$want})) "$lacked" $((1 << 40))
+check_range "the driver counted at least that much given back (shrinkFree)" \
+	"$shrunk" "$lacked" $((1 << 40))
+check "the host was told with UNLOCKs" test "$unlocks" -gt 0
+
+# The end of every case: host and driver agree, nothing leaked, a clean log.
+check_eq "end: the host's locked frames are the driver's current" \
+	"$(host_get locked-frames)" "$(guest_stat current)"
+balloon_keep 2048
+check "end: the balloon deflates to 0 within 60 s" wait_for 60 host_locked_is 0
+check_eq "end: the driver's current is 0" "$(guest_stat current)" 0
+avail2=$(avail_now)
+note "after deflating: MemAvailable $avail2 KiB (baseline $avail0), $(pcp_pages) pages in per-CPU lists"
+# where any difference went: the meminfo lines that moved by 1 MiB or more
+guest cat /proc/meminfo | awk 'NR == FNR {was[$1] = $2; next}
+	($2 - was[$1] >= 1024 || was[$1] - $2 >= 1024) {printf "# meminfo %s %d -> %d KiB\n", $1, was[$1], $2}' \
+	<(echo "$meminfo0") -
+check_range "end: MemAvailable within 1% of the baseline (KiB)" "$avail2" \
+	$((avail0 - avail0 / 100)) $((avail0 + avail0 / 100))
+check_dmesg_clean "pressure"
+check_eq "end: the guest still answers" "$(guest echo alive)" alive
+
+# The alternative, measured: the OOM notifier alone.
+if [[ ${VMB_PRESSURE_COMPARE:-0} == 1 ]]; then
+	guest 'modprobe -r vmw_balloon && modprobe vmw_balloon vmwballoon_shrinker_enable=0 && dmesg -C'
+	balloon_keep $((2048 - balloon_mib))
+	wait_for 120 host_locked_is "$want" || note "oom only: the balloon did not reach $want"
+	avail1=$(avail_now)
+	shrinks0=$(guest_stat shrink)
+	start=$SECONDS
+	out=$(guest "timeout 600 python3 /root/touch.py $workload_mib $hold_s" 2>&1)
+	rc=$?
+	took=$((SECONDS - start))
+	locked=$(host_get locked-frames)
+	note "oom only: MemAvailable before $avail1 KiB; workload: $out (exit $rc, $took s)"
+	note "oom only: balloon $want -> $locked frames, $(($(guest_stat shrink) - shrinks0)) OOM notifier calls," \
+		"$(guest dmesg | grep -c 'ran short of memory') logged, $(guest dmesg | grep -c 'Killed process') OOM kills"
+	balloon_keep 2048
+	wait_for 60 host_locked_is 0 || note "oom only: the balloon did not deflate"
+fi
+
+finish
