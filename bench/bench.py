@@ -19,6 +19,9 @@ Scenarios, in a 2 GiB guest:
   inflate   balloon 0 -> 1 GiB, the guest's free memory backed by the host
             first (filled and freed), so the host's RSS can fall
   deflate   1 GiB -> 0
+  reinflate 0 -> 1 GiB again at once, into the memory the host has just
+            released: the guest zeroes each page it allocates, so the host
+            backs it again until the LOCK (the RSS peak shows it)
   cache     0 -> 1 GiB while a guest workload keeps rewriting a 1 GiB file
             whose pages stay dirty in the page cache
   moving    the target moves every 2 s for a minute (the same sequence
@@ -68,14 +71,14 @@ MIB = 1 << 20
 GIB = 1 << 30
 FRAME = 4096
 GUEST_MIB = 2048
-POLL_S = 0.005  # a sample every 5 ms at most, plus the time a sample takes
+POLL_S = 0.001  # between samples; a sample itself takes a few ms
 REACH_TIMEOUT_S = 240
 DEVICE = "/machine/peripheral/vmb0"
 CMDS = ["start", "target", "lock", "unlock", "guest-id", "batch-lock",
         "batch-unlock", "2m-lock", "2m-unlock", "doorbell-set"]
 MOVING_STEP_S = 2.0
 MOVING_STEPS = 30
-SCENARIOS = ["inflate", "deflate", "cache", "moving"]
+SCENARIOS = ["inflate", "deflate", "reinflate", "cache", "moving"]
 
 
 def log(msg):
@@ -113,6 +116,7 @@ class Run:
             self.shell.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.shell.kill()
+        self.call.stream.close()  # the socket stays open while its file is
         self.sock.close()
 
     def qmp(self, command, **arguments):
@@ -232,6 +236,13 @@ class Run:
         for k in ("rss_peak_mib", "reclaimed_pct"):
             r[k] = None  # deflation gives the host nothing back
         return r
+
+    def scenario_reinflate(self, trace):
+        if self.size_frames() != 0:
+            self.settle(1024)
+            self.settle(0)
+        time.sleep(1)
+        return self.measure(1024, trace)
 
     def scenario_cache(self, trace):
         self.settle(0)
@@ -409,8 +420,9 @@ def report(results, meta, variants, scenarios):
               "connection every ~5 ms (median sample interval: " +
               ", ".join(f"{v} {meta['poll_ms'].get(v, 0):.1f} ms" for v in variants) + "). "
               "Hypercalls: every command the device counted (calls-*), over the GiB moved; "
-              "C has no such counter. RSS: QEMU's VmRSS; the inflate scenario backs the guest's "
-              "free memory first. Guest CPU: busy jiffies of all CPUs in the guest's /proc/stat "
+              "C has no such counter. RSS: QEMU's VmRSS, sampled with the size; `inflate` backs "
+              "the guest's free memory first, `reinflate` inflates into memory the host "
+              "has just released (RSS reclaimed is near 0 there by design: the peak is what counts). Guest CPU: busy jiffies of all CPUs in the guest's /proc/stat "
               "(for `cache` it includes the workload)."]
     return "\n".join(lines) + "\n"
 
@@ -429,7 +441,7 @@ def plot(traces, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    shown = [sc for sc in ("inflate", "deflate", "cache", "moving")
+    shown = [sc for sc in SCENARIOS
              if any(traces.get(v, {}).get(sc) for v in "ABC")]
     fig, axes = plt.subplots(len(shown), 1, figsize=(10, 3.2 * len(shown)), squeeze=False)
     colours = {"A": "tab:blue", "B": "tab:orange", "C": "tab:green"}
@@ -460,19 +472,22 @@ def main():
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--variants", default="A,B,C")
     p.add_argument("--out", default=str(ROOT / "build" / "bench"))
+    p.add_argument("--deb", help="the package to test as A (default: make deb's)")
     p.add_argument("--prefix", default=os.environ.get("VMB_BENCH_PREFIX", "bench"))
     args = p.parse_args()
     scenarios = [s for s in args.scenarios.split(",") if s]
     variants = [v for v in args.variants.split(",") if v]
     if set(scenarios) - set(SCENARIOS) or set(variants) - set("ABC"):
-        p.error("scenarios: inflate,deflate,cache,moving; variants: A,B,C")
+        p.error(f"scenarios: {','.join(SCENARIOS)}; variants: A,B,C")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
     version = subprocess.run(["sed", "-n", 's/^PACKAGE_VERSION="\\([^"]*\\)"$/\\1/p',
                               str(ROOT / "dkms.conf")], capture_output=True, text=True).stdout.strip()
     deb = ROOT / "build" / "deb" / f"vmw-balloon-dkms_{version}_all.deb"
-    if any(v in variants for v in "AB"):
+    if args.deb:
+        deb = Path(args.deb).resolve()
+    elif any(v in variants for v in "AB"):
         subprocess.run(["make", "-C", str(ROOT), "-s", "deb"], check=True, stdout=sys.stderr)
     qemu = vmcli.qemu_binary()
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "version": version,
