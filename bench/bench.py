@@ -417,7 +417,7 @@ def report(results, meta, variants, scenarios):
         lines += ["", "Moving target: " + "; ".join(extra) + " (a step not reached counts as 2000 ms)."]
     lines += ["", "Time to target: from sending QMP `balloon` until the host holds the target "
               "(A, B: the device's locked-frames; C: query-balloon's actual), polled over one QMP "
-              "connection every ~5 ms (median sample interval: " +
+              "connection, 1 ms between samples (median sample interval: " +
               ", ".join(f"{v} {meta['poll_ms'].get(v, 0):.1f} ms" for v in variants) + "). "
               "Hypercalls: every command the device counted (calls-*), over the GiB moved; "
               "C has no such counter. RSS: QEMU's VmRSS, sampled with the size; `inflate` backs "
@@ -473,6 +473,8 @@ def main():
     p.add_argument("--variants", default="A,B,C")
     p.add_argument("--out", default=str(ROOT / "build" / "bench"))
     p.add_argument("--deb", help="the package to test as A (default: make deb's)")
+    p.add_argument("--report", metavar="RAW_JSON",
+                   help="no guests: write the table and plot again from a run's raw.json")
     p.add_argument("--prefix", default=os.environ.get("VMB_BENCH_PREFIX", "bench"))
     args = p.parse_args()
     scenarios = [s for s in args.scenarios.split(",") if s]
@@ -481,6 +483,9 @@ def main():
         p.error(f"scenarios: {','.join(SCENARIOS)}; variants: A,B,C")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.report:
+        raw = json.loads(Path(args.report).read_text())
+        return write_report(raw["meta"], raw["results"], raw["traces"], out)
 
     version = subprocess.run(["sed", "-n", 's/^PACKAGE_VERSION="\\([^"]*\\)"$/\\1/p',
                               str(ROOT / "dkms.conf")], capture_output=True, text=True).stdout.strip()
@@ -550,6 +555,11 @@ def main():
         meta["poll_ms"][v] = statistics.median(polls) if polls else 0
     meta["seconds"] = round(time.monotonic() - started)
     (out / "raw.json").write_text(json.dumps({"meta": meta, "results": results, "traces": traces}) + "\n")
+    return write_report(meta, results, traces, out)
+
+
+def write_report(meta, results, traces, out):
+    variants, scenarios = meta["variants"], meta["scenarios"]
     table = report(results, meta, variants, scenarios)
     line = summary_line(results)
     (out / "results.md").write_text(table + "\n" + line + "\n\n![balloon size over time](balloon.png)\n")
