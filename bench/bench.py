@@ -26,6 +26,8 @@ Scenarios, in a 2 GiB guest:
             whose pages stay dirty in the page cache
   moving    the target moves every 2 s for a minute (the same sequence
             for all)
+  idle      what a settled balloon costs: hypercalls per second over 10 s,
+            5 s after the last change
 
 Per scenario: time to target (from sending `balloon` until the host holds
 the target: locked-frames for A and B, query-balloon's actual for C),
@@ -78,7 +80,8 @@ CMDS = ["start", "target", "lock", "unlock", "guest-id", "batch-lock",
         "batch-unlock", "2m-lock", "2m-unlock", "doorbell-set"]
 MOVING_STEP_S = 2.0
 MOVING_STEPS = 30
-SCENARIOS = ["inflate", "deflate", "reinflate", "cache", "moving"]
+SCENARIOS = ["inflate", "deflate", "reinflate", "cache", "moving", "idle"]
+IDLE_S = 10
 
 
 def log(msg):
@@ -271,6 +274,15 @@ class Run:
                      "sync; echo 3 > /proc/sys/vm/drop_caches")
         return r
 
+    def scenario_idle(self, trace):
+        self.settle(512)
+        time.sleep(5)
+        calls0, cpu0, t0 = self.hypercalls(), self.guest_cpu_ms(), time.monotonic()
+        time.sleep(IDLE_S)
+        calls1, cpu1, t1 = self.hypercalls(), self.guest_cpu_ms(), time.monotonic()
+        return {"idle_calls_per_s": None if calls0 is None else (calls1 - calls0) / (t1 - t0),
+                "idle_cpu_ms_per_s": (cpu1 - cpu0) / (t1 - t0)}
+
     def scenario_moving(self, trace):
         self.settle(0)
         time.sleep(1)
@@ -360,6 +372,8 @@ METRICS = [
     ("rss_peak_mib", "host RSS peak above start (MiB)", "{:.1f}"),
     ("cpu_ms_per_gib", "guest CPU per GiB (ms)", "{:.0f}"),
     ("mean_gap_mib", "mean distance from target (MiB)", "{:.0f}"),
+    ("idle_calls_per_s", "hypercalls per second", "{:.2f}"),
+    ("idle_cpu_ms_per_s", "guest CPU per second (ms)", "{:.0f}"),
 ]
 
 
@@ -441,7 +455,7 @@ def plot(traces, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    shown = [sc for sc in SCENARIOS
+    shown = [sc for sc in SCENARIOS if sc != "idle"
              if any(traces.get(v, {}).get(sc) for v in "ABC")]
     fig, axes = plt.subplots(len(shown), 1, figsize=(10, 3.2 * len(shown)), squeeze=False)
     colours = {"A": "tab:blue", "B": "tab:orange", "C": "tab:green"}
