@@ -12,8 +12,8 @@ A and B run in one VMware-like guest that has the package installed: the
 driver is swapped between the DKMS copy and the kernel's own module (DKMS
 3.0 on bookworm leaves that one in place), so both see the same guest; a
 repeat runs every scenario with A, then with B. C needs a guest of its own
-(QEMU has one balloon handler), booted after the VMware-like one is gone:
-only one guest runs at a time.
+(QEMU has one balloon handler), booted before the VMware-like one: only
+one guest runs at a time.
 
 Scenarios, in a 2 GiB guest:
   inflate   balloon 0 -> 1 GiB, the guest's free memory backed by the host
@@ -37,7 +37,10 @@ given back over the target and the RSS peak above the start (QEMU's
 /proc/stat, read through one ssh session held open, the same for all three).
 
 usage: bench/bench.py [--repeats N] [--scenarios inflate,deflate,...]
-                      [--variants A,B,C] [--out DIR]
+                      [--variants A,B,C] [--out DIR] [--deb-before DEB]
+--deb-before adds a variant A0: another build of the package (e.g. before a
+change), installed first; its module is kept aside and loaded in turn with
+A and B, so one run compares before and after.
 Writes DIR/results.md, DIR/balloon.png and DIR/raw.json; the last line of
 output is the one-line summary (inflate scenario, medians).
 """
@@ -48,6 +51,7 @@ import importlib.util
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -331,10 +335,22 @@ def vm(*args, check=True):
     return subprocess.run([str(VM), *args], check=check)
 
 
-def boot_vmware(name, deb):
+def boot_vmware(name, deb, deb_before=None):
+    files = [str(deb)]
+    if deb_before:
+        files.append(str(deb_before))
     vm("stop", name, "--kill", check=False)
-    vm("start", name, "--mem", f"{GUEST_MIB}M", "--file", str(deb))
+    vm("start", name, "--mem", f"{GUEST_MIB}M", *[a for f in files for a in ("--file", f)])
     guest = vmcli.Guest(name)
+    if deb_before:
+        # DKMS builds it; its module is kept, then replaced by the one under test
+        r = guest.ssh(f"DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/{deb_before.name} "
+                      "&& cp $(modinfo -n vmw_balloon) /opt/vmb/before.ko "
+                      "&& DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms",
+                      timeout=1800)
+        if r.returncode != 0:
+            raise RuntimeError(f"installing the before package failed: {r.stdout[-2000:]} {r.stderr[-2000:]}")
+        log(f"{name}: before package built, module kept as /opt/vmb/before.ko")
     r = guest.ssh(f"DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/{deb.name} "
                   "&& modinfo -n vmw_balloon && ls /lib/modules/$(uname -r)/kernel/drivers/misc/vmw_balloon.ko",
                   timeout=1800)
@@ -349,11 +365,19 @@ def load_driver(run, variant, version):
     starts = run.host_get("calls-start")
     if variant == "A":
         run.ssh("rmmod vmw_balloon 2>/dev/null; modprobe vmw_balloon")
+    elif variant == "A0":
+        run.ssh("rmmod vmw_balloon 2>/dev/null; insmod /opt/vmb/before.ko")
     else:
         run.ssh("rmmod vmw_balloon 2>/dev/null; modprobe vmw_vmci 2>/dev/null; "
                 "insmod /lib/modules/$(uname -r)/kernel/drivers/misc/vmw_balloon.ko")
     have = run.ssh("cat /sys/module/vmw_balloon/version 2>/dev/null || echo in-tree")
-    want = version if variant == "A" else "in-tree"
+    want = "in-tree" if variant == "B" else version
+    if variant in ("A", "A0"):
+        # the two builds share a version: tell them apart by srcversion
+        loaded = run.ssh("cat /sys/module/vmw_balloon/srcversion")
+        before = run.ssh("modinfo -F srcversion /opt/vmb/before.ko 2>/dev/null || echo none")
+        if (loaded == before) != (variant == "A0"):
+            raise RuntimeError(f"{variant}: the loaded module (srcversion {loaded}) is the wrong build")
     if have != want:
         raise RuntimeError(f"{variant}: loaded vmw_balloon is {have!r}, want {want!r}")
     deadline = time.monotonic() + 60
@@ -403,6 +427,8 @@ def ratio(a, b):
 
 
 def report(results, meta, variants, scenarios):
+    shown = [v for v in ("A0", "A", "B", "C") if v in variants or v in "ABC"]
+    before = "A0" in shown
     lines = [f"# Balloon benchmark, {meta['date']}", "",
              f"QEMU {meta['qemu']}, TCG, {meta['host_cpus']} host CPUs; guest {meta['suite']}, "
              f"kernel {meta.get('kernel', '?')}, {GUEST_MIB} MiB, 2 vCPUs; "
@@ -410,17 +436,21 @@ def report(results, meta, variants, scenarios):
              "Medians, (min–max); only ratios measured in one run mean anything.", "",
              "A: the package's vmw_balloon + vmware-balloon device; "
              "B: the guest kernel's own vmw_balloon + the same device; "
-             "C: the guest kernel's virtio_balloon + virtio-balloon-pci.", "",
-             "| scenario | metric | A | B | C | A/B | A/C |",
-             "|---|---|---|---|---|---|---|"]
+             "C: the guest kernel's virtio_balloon + virtio-balloon-pci." +
+             (f" A0: the package as it was before ({meta.get('deb_before', '?')}), "
+              "the same way as A." if before else ""), "",
+             "| scenario | metric | " + " | ".join(shown) + " | A/B | A/C |" +
+             (" A0/B | A0/C |" if before else ""),
+             "|---|---|" + "---|" * (len(shown) + 2 + (2 if before else 0))]
     for sc in scenarios:
         for key, name, fmt in METRICS:
             if all(not values(results, v, sc, key) for v in variants):
                 continue
-            a, b, c = (median(results, v, sc, key) for v in "ABC")
+            a0, a, b, c = (median(results, v, sc, key) for v in ("A0", "A", "B", "C"))
             lines.append(f"| {sc} | {name} | " +
-                         " | ".join(cell(results, v, sc, key, fmt) for v in "ABC") +
-                         f" | {ratio(a, b)} | {ratio(a, c)} |")
+                         " | ".join(cell(results, v, sc, key, fmt) for v in shown) +
+                         f" | {ratio(a, b)} | {ratio(a, c)} |" +
+                         (f" {ratio(a0, b)} | {ratio(a0, c)} |" if before else ""))
     extra = []
     for v in variants:
         mv = results.get(v, {}).get("moving", [])
@@ -441,14 +471,14 @@ def report(results, meta, variants, scenarios):
     return "\n".join(lines) + "\n"
 
 
-def summary_line(results):
+def summary_line(results, a="A"):
     def m(v, key):
         return median(results, v, "inflate", key)
-    a_t, b_t, c_t = m("A", "time_ms"), m("B", "time_ms"), m("C", "time_ms")
-    rec, peak = m("A", "reclaimed_pct"), m("A", "rss_peak_mib")
-    return (f"A/B time-to-target: {ratio(a_t, b_t)}, A/C: {ratio(a_t, c_t)}, "
-            f"A reclaimed: {'n/a' if rec is None else f'{rec:.1f}'}%, "
-            f"A RSS peak: {'n/a' if peak is None else f'{peak:.0f}'} MiB")
+    a_t, b_t, c_t = m(a, "time_ms"), m("B", "time_ms"), m("C", "time_ms")
+    rec, peak = m(a, "reclaimed_pct"), m(a, "rss_peak_mib")
+    return (f"{a}/B time-to-target: {ratio(a_t, b_t)}, {a}/C: {ratio(a_t, c_t)}, "
+            f"{a} reclaimed: {'n/a' if rec is None else f'{rec:.1f}'}%, "
+            f"{a} RSS peak: {'n/a' if peak is None else f'{peak:.0f}'} MiB")
 
 
 def plot(traces, path):
@@ -456,17 +486,18 @@ def plot(traces, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     shown = [sc for sc in SCENARIOS if sc != "idle"
-             if any(traces.get(v, {}).get(sc) for v in "ABC")]
+             if any(traces.get(v, {}).get(sc) for v in traces)]
     fig, axes = plt.subplots(len(shown), 1, figsize=(10, 3.2 * len(shown)), squeeze=False)
-    colours = {"A": "tab:blue", "B": "tab:orange", "C": "tab:green"}
-    labels = {"A": "A: package vmw_balloon", "B": "B: in-tree vmw_balloon", "C": "C: virtio_balloon"}
+    colours = {"A0": "tab:purple", "A": "tab:blue", "B": "tab:orange", "C": "tab:green"}
+    labels = {"A0": "A0: package before", "A": "A: package vmw_balloon",
+              "B": "B: in-tree vmw_balloon", "C": "C: virtio_balloon"}
     for ax, sc in zip(axes[:, 0], shown):
-        for v in "ABC":
+        for v in ("A0", "A", "B", "C"):
             tr = traces.get(v, {}).get(sc)
             if tr:
                 ax.plot([p[0] for p in tr], [p[1] for p in tr], color=colours[v], label=labels[v])
         if sc == "moving":
-            tr = next(traces[v][sc] for v in "ABC" if traces.get(v, {}).get(sc))
+            tr = next(traces[v][sc] for v in traces if traces.get(v, {}).get(sc))
             ax.step([p[0] for p in tr], [p[2] for p in tr], where="post", color="grey",
                     linestyle=":", label="target")
         ax.set_title(f"{sc} (first repeat)")
@@ -481,20 +512,25 @@ def plot(traces, path):
 # ------------------------------------------------------------ main
 
 def main():
+    # a run stopped with SIGTERM still stops its guests (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
     p.add_argument("--variants", default="A,B,C")
     p.add_argument("--out", default=str(ROOT / "build" / "bench"))
     p.add_argument("--deb", help="the package to test as A (default: make deb's)")
+    p.add_argument("--deb-before", help="another build of the package, variant A0")
     p.add_argument("--report", metavar="RAW_JSON",
                    help="no guests: write the table and plot again from a run's raw.json")
     p.add_argument("--prefix", default=os.environ.get("VMB_BENCH_PREFIX", "bench"))
     args = p.parse_args()
     scenarios = [s for s in args.scenarios.split(",") if s]
     variants = [v for v in args.variants.split(",") if v]
-    if set(scenarios) - set(SCENARIOS) or set(variants) - set("ABC"):
-        p.error(f"scenarios: {','.join(SCENARIOS)}; variants: A,B,C")
+    if args.deb_before and "A0" not in variants:
+        variants.insert(0, "A0")
+    if set(scenarios) - set(SCENARIOS) or set(variants) - {"A0", "A", "B", "C"}:
+        p.error(f"scenarios: {','.join(SCENARIOS)}; variants: A,B,C (A0 with --deb-before)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.report:
@@ -512,10 +548,19 @@ def main():
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "version": version,
             "qemu": subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.split("\n")[0],
             "host_cpus": os.cpu_count(), "suite": "bookworm", "repeats": args.repeats,
-            "scenarios": scenarios, "variants": variants, "poll_ms": {}}
+            "scenarios": scenarios, "variants": variants, "poll_ms": {},
+            "deb_before": Path(args.deb_before).name if args.deb_before else None}
     results = {v: {sc: [] for sc in scenarios} for v in variants}
     traces = {v: {} for v in variants}
     started = time.monotonic()
+
+    def save_raw():
+        for v in variants:
+            polls = [r["poll_ms"] for sc in scenarios for r in results[v][sc] if r.get("poll_ms")]
+            meta["poll_ms"][v] = statistics.median(polls) if polls else 0
+        meta["seconds"] = round(time.monotonic() - started)
+        (out / "raw.json").write_text(json.dumps({"meta": meta, "results": results,
+                                                  "traces": traces}) + "\n")
 
     def run_scenarios(run, variant, rep):
         for sc in scenarios:
@@ -528,23 +573,10 @@ def main():
             log(f"{variant} {sc} #{rep + 1}: " + ", ".join(
                 f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
                 for k, v in r.items() if k not in ("rss_start_kib", "rss_end_kib")))
+            save_raw()  # a run cut short still leaves what it measured
 
     guests = []
     try:
-        ab = [v for v in variants if v in "AB"]
-        if ab:
-            name = f"{args.prefix}-vmw"
-            guests.append(name)
-            boot_vmware(name, deb)
-            run = Run(name, virtio=False)
-            meta["kernel"] = run.ssh("uname -r")
-            for rep in range(args.repeats):
-                for v in ab:
-                    load_driver(run, v, version)
-                    run_scenarios(run, v, rep)
-            run.settle(0)
-            run.close()
-            vm("stop", name)
         if "C" in variants:
             name = f"{args.prefix}-virtio"
             guests.append(name)
@@ -559,16 +591,26 @@ def main():
             run.settle(0)
             run.close()
             vm("stop", name)
+        ab = [v for v in variants if v in ("A0", "A", "B")]
+        if ab:
+            name = f"{args.prefix}-vmw"
+            guests.append(name)
+            boot_vmware(name, deb, Path(args.deb_before).resolve() if args.deb_before else None)
+            run = Run(name, virtio=False)
+            meta["kernel"] = run.ssh("uname -r")
+            for rep in range(args.repeats):
+                for v in ab:
+                    load_driver(run, v, version)
+                    run_scenarios(run, v, rep)
+            run.settle(0)
+            run.close()
+            vm("stop", name)
     finally:
         for name in guests:
             if vmcli.Guest(name).running():
                 vm("stop", name, "--kill", check=False)
 
-    for v in variants:
-        polls = [r["poll_ms"] for sc in scenarios for r in results[v][sc] if r.get("poll_ms")]
-        meta["poll_ms"][v] = statistics.median(polls) if polls else 0
-    meta["seconds"] = round(time.monotonic() - started)
-    (out / "raw.json").write_text(json.dumps({"meta": meta, "results": results, "traces": traces}) + "\n")
+    save_raw()
     return write_report(meta, results, traces, out)
 
 
@@ -576,9 +618,13 @@ def write_report(meta, results, traces, out):
     variants, scenarios = meta["variants"], meta["scenarios"]
     table = report(results, meta, variants, scenarios)
     line = summary_line(results)
-    (out / "results.md").write_text(table + "\n" + line + "\n\n![balloon size over time](balloon.png)\n")
+    before = summary_line(results, "A0") + "\n" if "A0" in variants else ""
+    (out / "results.md").write_text(table + "\n" + before + line +
+                                    "\n\n![balloon size over time](balloon.png)\n")
     plot(traces, out / "balloon.png")
     print(table)
+    if before:
+        print("before: " + before, end="")
     print(f"results: {out / 'results.md'}, plot: {out / 'balloon.png'} ({meta['seconds']} s)")
     print(line)
     return 0
