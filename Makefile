@@ -11,6 +11,9 @@
 #   make image      the Debian guest disk (cached); prints its path
 #                   (bookworm; VMB_SUITE=trixie or sid for the others)
 #   make demo       boot a VMware-like guest and watch it balloon
+#   make bench      the balloon benchmark: this package vs the kernel's own
+#                   vmw_balloon vs virtio_balloon, in bookworm guests
+#                   (bench/run; results in build/bench/)
 #   make matrix     build the module W=1 against the newest kernel of every
 #                   Debian release from bullseye to sid, each in a cached
 #                   root of that release (tests/matrix/run)
@@ -36,7 +39,7 @@ MODULE_SOURCES := src/Kbuild src/conftest.sh \
 DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
 RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
 
-.PHONY: all module clean check check-long unit deb rpm qemu image demo matrix \
+.PHONY: all module clean check check-long unit deb rpm qemu image demo bench matrix \
 	print-module-sources
 
 all: module
@@ -87,6 +90,9 @@ image:
 
 demo:
 	qemu-cloud/demo
+
+bench:
+	bench/run
 
 matrix:
 	tests/matrix/run

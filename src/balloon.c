@@ -305,6 +305,8 @@ static void vmb_inflate(struct vmb_balloon *b)
 			continue;
 		}
 		n_max = wanted < b->batch_max ? wanted : b->batch_max;
+		if (size == VMB_PAGE_2M && n_max > VMB_BATCH_MAX_2M)
+			n_max = VMB_BATCH_MAX_2M;
 
 		/* the guest needs memory: lock what we have, and stop */
 		while (n < n_max && !VMB_READ_ONCE(b->pressure_pending)) {
@@ -512,6 +514,19 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
 	return VMB_MIGRATE_OLD_ONLY;
 }
 
+/*
+ * Poll fast for a while after the target moved, so that a host moving it
+ * again is followed closely. Not when the balloon merely falls short of
+ * the target: memory is scarce then, and retrying sooner would not help.
+ */
+static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
+{
+	if (b->target != prev_target)
+		b->fast_polls = VMB_POLL_FAST_CYCLES;
+	else if (b->fast_polls)
+		b->fast_polls--;
+}
+
 /**
  * vmb_work() - one cycle of the balloon
  * @b: the balloon
@@ -523,6 +538,8 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
  */
 void vmb_work(struct vmb_balloon *b, bool doorbell)
 {
+	u64 prev_target;
+
 	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
 	if (doorbell)
 		vmb_stat_inc(&b->stats[VMB_STAT_DOORBELL]);
@@ -534,8 +551,23 @@ void vmb_work(struct vmb_balloon *b, bool doorbell)
 	if (b->reset_required)
 		return;
 
-	if (vmb_send_get_target(b) == VMB_SUCCESS)
+	prev_target = b->target;
+	if (vmb_send_get_target(b) == VMB_SUCCESS) {
 		vmb_change(b);
+		vmb_update_poll(b, prev_target);
+	}
+}
+
+/**
+ * vmb_poll_interval_ms() - when the OS should run the next cycle
+ * @b: the balloon
+ *
+ * Return: milliseconds until the next vmb_work(): VMB_POLL_FAST_MS for
+ * VMB_POLL_FAST_CYCLES cycles after the target moved, else VMB_POLL_SLOW_MS.
+ */
+unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
+{
+	return b->fast_polls ? VMB_POLL_FAST_MS : VMB_POLL_SLOW_MS;
 }
 
 /**

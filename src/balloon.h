@@ -31,6 +31,21 @@
  */
 #define VMB_PRESSURE_MIN_FRAMES	512
 
+/*
+ * 2 MiB pages per lock command. The kernel zeroes every page it hands out
+ * (init_on_alloc), so the host backs a batch before the LOCK lets it go:
+ * 32 entries keep that extra host memory under 64 MiB.
+ */
+#define VMB_BATCH_MAX_2M	32
+
+/*
+ * Polling: once a second while the target stays put; every 100 ms for 3 s
+ * after it moved (a host that moved it is likely to move it again).
+ */
+#define VMB_POLL_SLOW_MS	1000
+#define VMB_POLL_FAST_MS	100
+#define VMB_POLL_FAST_CYCLES	30
+
 enum vmb_stat {
 	VMB_STAT_TIMER,		/* cycles run */
 	VMB_STAT_DOORBELL,	/* cycles the host's doorbell started */
@@ -71,6 +86,7 @@ enum vmb_page_stat {
  *	hold-off after memory pressure
  * @pressure_pending: the guest asked for memory back while the core was
  *	busy (see vmb_pressure()); the only field written without the lock
+ * @fast_polls: cycles left to poll every VMB_POLL_FAST_MS
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
@@ -99,6 +115,7 @@ struct vmb_balloon {
 	unsigned int warned;
 	u64 inflate_after_ms;
 	bool pressure_pending;
+	unsigned int fast_polls;
 
 	unsigned long cmd_calls[VMB_CMD_NUM];
 	unsigned long cmd_fails[VMB_CMD_NUM];
@@ -118,6 +135,7 @@ void vmb_shutdown(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
 void vmb_pressure(struct vmb_balloon *b);
+unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b);
 
 /**
  * enum vmb_migrate_result - what vmb_migrate() did

@@ -378,11 +378,13 @@ static int vmw_balloon_oom_notify(struct notifier_block *nb,
 	return NOTIFY_OK;
 }
 
-/* One cycle of the core, then the next one a second later. */
+/* One cycle of the core, then the next one when the core says. */
 static void vmw_balloon_work(struct work_struct *work)
 {
 	struct vmw_balloon *vb = container_of(to_delayed_work(work),
 					      struct vmw_balloon, dwork);
+	unsigned long delay;
+	unsigned int ms;
 
 	mutex_lock(&vb->lock);
 	if (vb->stopping) {
@@ -392,11 +394,15 @@ static void vmw_balloon_work(struct work_struct *work)
 	WRITE_ONCE(vb->cycle_task, current);
 	vmb_work(&vb->core, atomic_xchg(&vb->doorbell_rung, 0));
 	WRITE_ONCE(vb->cycle_task, NULL);
+	ms = vmb_poll_interval_ms(&vb->core);
 	mutex_unlock(&vb->lock);
 
+	/* settled: on a whole second, with the rest of the system's timers */
+	delay = msecs_to_jiffies(ms);
+	if (ms >= MSEC_PER_SEC)
+		delay = round_jiffies_relative(delay);
 	/* freezable: the balloon sleeps while the system suspends */
-	queue_delayed_work(system_freezable_wq, &vb->dwork,
-			   round_jiffies_relative(HZ));
+	queue_delayed_work(system_freezable_wq, &vb->dwork, delay);
 }
 
 static void vmw_balloon_emit_line(void *ctx, const char *line)

@@ -573,6 +573,60 @@ static void test_2m_refused_split(void)
 	shutdown_and_check(s, "2 MiB refused");
 }
 
+/*
+ * 2 MiB pages are locked VMB_BATCH_MAX_2M at a time, so the host backs no
+ * more than that before a LOCK; 4 KiB pages still fill whole batches.
+ */
+static void test_2m_batch_size(void)
+{
+	struct sim_config cfg = { .host_caps = 0x0e, .nframes = 131072 };
+	struct sim *s = setup_cfg(&cfg);
+	u64 chunks = 3;
+
+	s->host.target = chunks * VMB_BATCH_MAX_2M * 512;
+	sim_cycle(s);
+	tap_eq(s->b.size, s->host.target, "2 MiB batches: target reached in one cycle");
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_2M_LOCK], chunks,
+	       "2 MiB batches: %u entries per 2m-lock", VMB_BATCH_MAX_2M);
+	check_consistent(s, "2 MiB batches");
+	shutdown_and_check(s, "2 MiB batches");
+
+	s = setup(0x06);
+	s->host.target = 2 * VMB_BATCH_MAX_ENTRIES;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_LOCK], 2,
+	       "4 KiB batches: %u entries per batch-lock", VMB_BATCH_MAX_ENTRIES);
+	shutdown_and_check(s, "4 KiB batches");
+}
+
+/* Fast polls for a while after the target moved, one a second otherwise. */
+static void test_poll_interval(void)
+{
+	struct sim *s = setup(0x0e);
+	unsigned int i;
+
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "poll: slow while the target stays at 0");
+	s->host.target = 4096;
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "poll: fast once the target moved");
+	for (i = 1; i < VMB_POLL_FAST_CYCLES; i++)
+		sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "poll: still fast %u cycles later", VMB_POLL_FAST_CYCLES - 1);
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "poll: slow again after %u settled cycles", VMB_POLL_FAST_CYCLES);
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "poll: fast again when the target moves down");
+	tap_eq(s->b.size, 0, "poll: deflated");
+	shutdown_and_check(s, "poll");
+}
+
 /* The first failed allocation ends the cycle. */
 static void test_alloc_failure(void)
 {
@@ -1117,6 +1171,8 @@ int main(void)
 	test_2m_fallback();
 	test_2m_refused_split();
 	test_alloc_failure();
+	test_2m_batch_size();
+	test_poll_interval();
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_doorbell();
