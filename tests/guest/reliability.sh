@@ -12,12 +12,19 @@
 #
 #   tests/guest/reliability.sh [--long] [SUITE]
 #
-# Two tiers, chosen by --long or VMB_RELIABILITY=long:
-#   ci (default, `make check`): every case, with a 30 s reset storm,
-#       20 s of changing targets and 10 rmmod/modprobe cycles;
-#   long (`make check-long`): only the long cases, at full length: the
-#       3-minute reset storm, 2 minutes of a new target every second and
-#       200 rmmod/modprobe cycles.
+# Two tiers, chosen by --long or VMB_RELIABILITY=long; `make check-long`
+# runs both, so together they hold every case:
+#   ci (default, `make check`): a RESET during a 1 GiB inflation; RESET on
+#       every 7th command for 30 s; START failing 10 times; BUSY answers;
+#       PPN_PINNED on every 7th page; every page refused; capabilities
+#       0x00 and 0x0a; a target of all ones; a new target every second for
+#       20 s; 10 rmmod/modprobe cycles; suspend to RAM; stop/cont; a
+#       protocol-v2 host (a second boot);
+#   long (`make check-long`): RESET on every 7th command for 3 minutes; a
+#       new target every second for 2 minutes; 200 rmmod/modprobe cycles;
+#       PPN_INVALID and PPN_NOTNEEDED on every 7th page; capabilities 0x02,
+#       0x06, 0x0e and 0x2e; targets above the guest's RAM and above 32
+#       bits without 64_BIT_TARGET.
 # shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
 tier=${VMB_RELIABILITY:-ci}
@@ -27,10 +34,17 @@ if [[ ${1:-} == --long ]]; then
 fi
 use_suite "$@"
 case $tier in
-ci) storm_seconds=30 chaos_seconds=20 reload_cycles=10 ;;
-long) storm_seconds=180 chaos_seconds=120 reload_cycles=200 ;;
+ci)
+	storm_seconds=30 chaos_seconds=20 reload_cycles=10
+	refusals=(5:PPN_PINNED) caps_sets=(0x00 0x0a)
+	;;
+long)
+	storm_seconds=180 chaos_seconds=120 reload_cycles=200
+	refusals=(2:PPN_INVALID 6:PPN_NOTNEEDED) caps_sets=(0x02 0x06 0x0e 0x2e)
+	;;
 *) echo "VMB_RELIABILITY: ci or long, not '$tier'" >&2 && exit 2 ;;
 esac
+in_tier() { [[ $tier == "$1" ]]; }
 GUEST=${GUEST:-rel-reliability-$suite}
 legacy_guest=${GUEST%-"$suite"}-legacy-$suite
 mib=256 # frames in a MiB
@@ -156,7 +170,7 @@ note "the guest's RAM: $(guest_meminfo MemTotal) KiB; the floor leaves a balloon
 
 # A RESET while 1 GiB inflates. Without 2 MiB pages the inflation takes
 # long enough (262144 pages) for the reset to land in its middle.
-if [[ $tier == ci ]]; then
+if in_tier ci; then
 	use_caps 0x26
 	begin_case "RESET during a 1 GiB inflation"
 	resets0=$(guest_stat reset)
@@ -247,10 +261,9 @@ note "reload: $done_cycles cycles; unreclaimable slab $slab0 -> $slab KiB"
 check_range "reload: unreclaimable slab back to its baseline, within 1 MiB (KiB)" "$slab" 0 $((slab0 + 1024))
 end_case
 
-# The rest is the ci tier's only.
-if [[ $tier == ci ]]; then
-	# --- 2. host faults, continued ------------------------------------
+# --- 2. host faults, continued ------------------------------------
 
+if in_tier ci; then
 	# START failing 10 times before it succeeds.
 	begin_case "START failing 10 times"
 	host_set target-frames "$half_gib"
@@ -263,7 +276,9 @@ if [[ $tier == ci ]]; then
 	check_eq "failing START: the driver counted 10 failed STARTs" $(($(stat_failed start) - failed0)) 10
 	check_eq "failing START: ... and one completed reset" $(($(guest_stat reset) - resets0)) 1
 	end_case
+fi
 
+if in_tier ci; then
 	# BUSY answers: to START once, then to every third command while the
 	# balloon fills and half empties.
 	begin_case "BUSY answers"
@@ -281,25 +296,27 @@ if [[ $tier == ci ]]; then
 	note "BUSY: $busy BUSY answers"
 	check_range "BUSY: the host answered BUSY" "$busy" 2 $((1 << 30))
 	end_case
+fi
 
-	# Per-entry refusals on every 7th page, with each status a host may give.
-	for status in 5:PPN_PINNED 2:PPN_INVALID 6:PPN_NOTNEEDED; do
-		code=${status%%:*} name=${status#*:}
-		begin_case "$name on every 7th page"
-		refused0=$(host_get refused-frames) err0=$(stat_both_sizes errAlloc)
-		host_set refuse-status "$code"
-		host_set refuse-every 7
-		host_set target-frames "$half_gib"
-		check "$name: the balloon reaches 512 MiB around the refusals" wait_for 120 host_locked_is "$half_gib"
-		host_set refuse-every 0
-		refused=$(($(host_get refused-frames) - refused0))
-		note "$name: $refused pages refused"
-		check_range "$name: the host refused pages" "$refused" 1 $((1 << 30))
-		check_eq "$name: the driver counted each refusal (errAlloc)" $(($(stat_both_sizes errAlloc) - err0)) "$refused"
-		end_case
-	done
-	host_set refuse-status 5
+# Per-entry refusals on every 7th page, with each status a host may give.
+for status in "${refusals[@]}"; do
+	code=${status%%:*} name=${status#*:}
+	begin_case "$name on every 7th page"
+	refused0=$(host_get refused-frames) err0=$(stat_both_sizes errAlloc)
+	host_set refuse-status "$code"
+	host_set refuse-every 7
+	host_set target-frames "$half_gib"
+	check "$name: the balloon reaches 512 MiB around the refusals" wait_for 120 host_locked_is "$half_gib"
+	host_set refuse-every 0
+	refused=$(($(host_get refused-frames) - refused0))
+	note "$name: $refused pages refused"
+	check_range "$name: the host refused pages" "$refused" 1 $((1 << 30))
+	check_eq "$name: the driver counted each refusal (errAlloc)" $(($(stat_both_sizes errAlloc) - err0)) "$refused"
+	end_case
+done
+host_set refuse-status 5
 
+if in_tier ci; then
 	# Every page refused for a while: refused 2 MiB pages are split and tried
 	# as 4 KiB pages in the same cycle (the device cannot refuse 2 MiB
 	# entries alone), and nothing stays in the balloon.
@@ -314,86 +331,94 @@ if [[ $tier == ci ]]; then
 	host_set refuse-every 0
 	check "all refused: once the host takes pages, the balloon reaches 512 MiB" wait_for 120 host_locked_is "$half_gib"
 	end_case
+fi
 
-	# --- 3. every capability set a host may grant ---------------------------
+# --- 3. every capability set a host may grant ---------------------------
 
-	for caps in 0x00 0x02 0x06 0x0a 0x0e 0x2e; do
-		caps_mark=$(guest 'dmesg | wc -l')
-		use_caps "$caps"
-		begin_case "capabilities $caps"
-		declare -A calls0=()
-		for cmd in lock batch-lock 2m-lock; do calls0[$cmd]=$(host_get "calls-$cmd"); done
-		host_set target-frames "$half_gib"
-		case $caps in
-		0x00) used=none ;;
-		0x02 | 0x0a) used=lock ;; # 2 MiB pages travel in batches only
-		0x06) used=batch-lock ;;
-		*) used=2m-lock ;;
-		esac
-		if [[ $used == none ]]; then
-			sleep 5
-			host_set reset-next true # it must not say it again
-			sleep 5
-			check_eq "caps $caps: the host holds nothing" "$(host_get locked-frames)" 0
-			said=$(guest "dmesg | tail -n +$((caps_mark + 1)) | grep -c 'not ballooning'")
-			check_eq "caps $caps: the driver says once that it will not balloon" "$said" 1
-		else
-			check "caps $caps: the balloon reaches 512 MiB" wait_for 300 host_locked_is "$half_gib"
-			check "caps $caps: locked with $used" eval '(( $(host_get calls-$used) > ${calls0[$used]} ))'
-			for cmd in lock batch-lock 2m-lock; do
-				[[ $cmd == "$used" ]] && continue
-				check_eq "caps $caps: no $cmd" "$(host_get "calls-$cmd")" "${calls0[$cmd]}"
-			done
-		fi
-		end_case
-	done
-	use_caps 0x2e
-
-	# --- 4. targets from a hostile or confused host -------------------------
-
-	# watch_max SECONDS: the largest balloon the host sees meanwhile
-	watch_max() {
-		local stop_at=$((SECONDS + $1)) max=0 locked
-		while ((SECONDS < stop_at)); do
-			locked=$(host_get locked-frames)
-			((locked > max)) && max=$locked
-			sleep 0.5
+for caps in "${caps_sets[@]}"; do
+	caps_mark=$(guest 'dmesg | wc -l')
+	use_caps "$caps"
+	begin_case "capabilities $caps"
+	declare -A calls0=()
+	for cmd in lock batch-lock 2m-lock; do calls0[$cmd]=$(host_get "calls-$cmd"); done
+	host_set target-frames "$half_gib"
+	case $caps in
+	0x00) used=none ;;
+	0x02 | 0x0a) used=lock ;; # 2 MiB pages travel in batches only
+	0x06) used=batch-lock ;;
+	*) used=2m-lock ;;
+	esac
+	if [[ $used == none ]]; then
+		sleep 5
+		host_set reset-next true # it must not say it again
+		sleep 5
+		check_eq "caps $caps: the host holds nothing" "$(host_get locked-frames)" 0
+		said=$(guest "dmesg | tail -n +$((caps_mark + 1)) | grep -c 'not ballooning'")
+		check_eq "caps $caps: the driver says once that it will not balloon" "$said" 1
+	else
+		check "caps $caps: the balloon reaches 512 MiB" wait_for 300 host_locked_is "$half_gib"
+		check "caps $caps: locked with $used" eval '(( $(host_get calls-$used) > ${calls0[$used]} ))'
+		for cmd in lock batch-lock 2m-lock; do
+			[[ $cmd == "$used" ]] && continue
+			check_eq "caps $caps: no $cmd" "$(host_get "calls-$cmd")" "${calls0[$cmd]}"
 		done
-		echo "$max"
-	}
+	fi
+	end_case
+done
+use_caps 0x2e
 
-	hostile_target() {
-		local what=$1 target=$2 max target_seen
-		host_set target-frames "$target"
-		max=$(watch_max 30)
-		target_seen=$(guest_stat target)
-		note "$what: target $target, the driver read $target_seen, the balloon peaked at $max frames"
-		check_range "$what: the balloon stays within RAM minus the floor (frames)" "$max" $((half_gib + 1)) "$most"
-	}
+# --- 4. targets from a hostile or confused host -------------------------
 
-	ram_frames=$(host_get ram-frames)
+# watch_max SECONDS: the largest balloon the host sees meanwhile
+watch_max() {
+	local stop_at=$((SECONDS + $1)) max=0 locked
+	while ((SECONDS < stop_at)); do
+		locked=$(host_get locked-frames)
+		((locked > max)) && max=$locked
+		sleep 0.5
+	done
+	echo "$max"
+}
+
+hostile_target() {
+	local what=$1 target=$2 max target_seen
+	host_set target-frames "$target"
+	max=$(watch_max 30)
+	target_seen=$(guest_stat target)
+	note "$what: target $target, the driver read $target_seen, the balloon peaked at $max frames"
+	check_range "$what: the balloon stays within RAM minus the floor (frames)" "$max" $((half_gib + 1)) "$most"
+}
+
+ram_frames=$(host_get ram-frames)
+if in_tier long; then
 	begin_case "a target above the guest's RAM"
 	hostile_target "above RAM" $((ram_frames + 4096))
 	end_case
+fi
 
+if in_tier ci; then
 	begin_case "a target of all ones"
 	hostile_target "all ones" 18446744073709551615
 	end_case
+fi
 
+if in_tier long; then
 	use_caps 0x0e
 	begin_case "a target above 32 bits without 64_BIT_TARGET"
 	# the low 32 bits alone would be 512 MiB: the balloon must go beyond
 	hostile_target "beyond 32 bits" $(((1 << 32) + half_gib))
 	end_case
 	use_caps 0x2e
+fi
 
-	# --- 6. suspend to RAM, and QEMU stop/cont ------------------------------
+# --- 6. suspend to RAM, and QEMU stop/cont ------------------------------
 
-	qemu_status() {
-		"$vm" qmp "$GUEST" query-status | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'
-	}
-	qemu_status_is() { [[ $(qemu_status) == "$1" ]]; }
+qemu_status() {
+	"$vm" qmp "$GUEST" query-status | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'
+}
+qemu_status_is() { [[ $(qemu_status) == "$1" ]]; }
 
+if in_tier ci; then
 	begin_case "suspend to RAM with 512 MiB inflated"
 	host_set target-frames "$half_gib"
 	wait_for 60 host_locked_is "$half_gib" || note "the balloon did not fill"
@@ -431,7 +456,7 @@ check_range "whole run: MemAvailable back within 1% of the start (KiB)" "$suite_
 
 # --- a protocol-v2 host: its own, short boot, the module copied over ----
 
-if [[ $tier == ci ]]; then
+if in_tier ci; then
 	ko=$(guest modinfo -n vmw_balloon)
 	mkdir -p "$root/build/reliability"
 	"$vm" copy "$GUEST" --from "$ko" "$root/build/reliability/" >&2
