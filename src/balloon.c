@@ -188,16 +188,18 @@ static void vmb_reset(struct vmb_balloon *b)
  * vmb_effective_target() - the target the balloon really moves towards
  * @b: the balloon
  *
- * The host's target, never more than the guest's RAM: a host asking for
- * more is not chased into an out-of-memory situation.
+ * The host's target, never more than the guest's RAM minus the floor
+ * (%VMB_FLOOR_SHIFT): a host asking for more, by mistake or malice, is not
+ * chased into an out-of-memory situation.
  *
  * Return: the target in 4 KiB frames.
  */
 u64 vmb_effective_target(struct vmb_balloon *b)
 {
 	u64 ram = vmb_os_total_ram_frames(b);
+	u64 most = ram - (ram >> VMB_FLOOR_SHIFT);
 
-	return b->target < ram ? b->target : ram;
+	return b->target < most ? b->target : most;
 }
 
 /*

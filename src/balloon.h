@@ -14,6 +14,15 @@
 /* Refused batch entries that end an inflation step (the cycle at 4 KiB). */
 #define VMB_MAX_REFUSED		16
 
+/*
+ * The floor: the balloon never holds the last 1/2^VMB_FLOOR_SHIFT of the
+ * guest's RAM (an eighth: 256 MiB of 2 GiB), whatever target the host
+ * sends. Allocations that give up early are no defence on their own: a
+ * balloon that took every free page leaves the next user-space allocation
+ * to the OOM killer. VMware hosts balloon at most 65% of a guest by default.
+ */
+#define VMB_FLOOR_SHIFT		3
+
 /* No deflation while the balloon is less than 2 MiB above its target. */
 #define VMB_DEFLATE_SLACK	512
 

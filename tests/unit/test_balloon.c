@@ -387,6 +387,44 @@ static void test_target_above_ram(void)
 	shutdown_and_check(s, "target above RAM");
 }
 
+/*
+ * A host that asks for all the guest's RAM, or more, or every bit set,
+ * gets at most RAM minus the floor (VMB_FLOOR_SHIFT): the guest keeps
+ * memory to run in even when every allocation would succeed.
+ */
+static void test_floor(void)
+{
+	const u64 ram = 16384;	/* sim_init()'s default */
+	const u64 targets[] = { ram - 1, ram, ram + 4096, ~0ULL };
+	unsigned int i;
+
+	for (i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+		struct sim *s = setup(0x2e);
+		u64 most = s->nframes - (s->nframes >> VMB_FLOOR_SHIFT);
+
+		s->host.target = targets[i];
+		sim_cycles(s, 3);
+		tap_eq(vmb_effective_target(&s->b), most,
+		       "floor: target %#llx is cut to RAM minus the floor",
+		       (unsigned long long)targets[i]);
+		tap_ok(s->b.size <= most && s->b.size + 512 > most,
+		       "floor: target %#llx: balloon %llu of at most %llu frames",
+		       (unsigned long long)targets[i],
+		       (unsigned long long)s->b.size, (unsigned long long)most);
+		check_consistent(s, "floor");
+		shutdown_and_check(s, "floor");
+	}
+	/* below the floor the host's target stands */
+	{
+		struct sim *s = setup(0x2e);
+
+		s->host.target = s->nframes / 2;
+		sim_cycle(s);
+		tap_eq(s->b.size, s->nframes / 2, "floor: a target below it is reached");
+		shutdown_and_check(s, "floor");
+	}
+}
+
 /* Targets and limits beyond 32 bits, with and without 64_BIT_TARGET. */
 static void test_64bit_target(void)
 {
@@ -1164,6 +1202,7 @@ int main(void)
 	test_failing_start();
 	test_busy();
 	test_target_above_ram();
+	test_floor();
 	test_64bit_target();
 	test_high_pfn();
 	test_deflate_slack();

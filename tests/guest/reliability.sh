@@ -1,0 +1,482 @@
+#!/bin/bash
+# The driver against a faulty, confused or hostile host, in one VMware-like
+# guest with the package installed: host resets (one during a 1 GiB
+# inflation, a storm of them while the target moves), START failing, BUSY
+# answers, refused pages, every capability set a host may grant (and a
+# protocol-v2 host, in a second, short boot), targets beyond the guest's
+# RAM, rmmod/modprobe cycles with a full balloon, suspend to RAM and QEMU
+# stop/cont. Every case ends with the same checks (end_case): the host
+# holds exactly the driver's balloon, the balloon deflates to 0 and gives
+# the guest its memory back (MemAvailable within 1% of the case's start),
+# dmesg is clean, no OOM kill happened and the guest still answers.
+#
+#   tests/guest/reliability.sh [--long] [SUITE]
+#
+# Two tiers, chosen by --long or VMB_RELIABILITY=long; `make check-long`
+# runs both, so together they hold every case:
+#   ci (default, `make check`): a RESET during a 1 GiB inflation; RESET on
+#       every 7th command for 30 s; START failing 10 times; BUSY answers;
+#       PPN_PINNED on every 7th page; every page refused; capabilities
+#       0x00 and 0x0a; a target of all ones; a new target every second for
+#       20 s; 10 rmmod/modprobe cycles; suspend to RAM; stop/cont; a
+#       protocol-v2 host (a second boot);
+#   long (`make check-long`): RESET on every 7th command for 3 minutes; a
+#       new target every second for 2 minutes; 200 rmmod/modprobe cycles;
+#       PPN_INVALID and PPN_NOTNEEDED on every 7th page; capabilities 0x02,
+#       0x06, 0x0e and 0x2e; targets above the guest's RAM and above 32
+#       bits without 64_BIT_TARGET.
+# shellcheck source=tests/lib/guest.sh
+source "$(dirname "$0")/../lib/guest.sh"
+tier=${VMB_RELIABILITY:-ci}
+if [[ ${1:-} == --long ]]; then
+	tier=long
+	shift
+fi
+use_suite "$@"
+case $tier in
+ci)
+	storm_seconds=30 chaos_seconds=20 reload_cycles=10
+	refusals=(5:PPN_PINNED) caps_sets=(0x00 0x0a)
+	;;
+long)
+	storm_seconds=180 chaos_seconds=120 reload_cycles=200
+	refusals=(2:PPN_INVALID 6:PPN_NOTNEEDED) caps_sets=(0x02 0x06 0x0e 0x2e)
+	;;
+*) echo "VMB_RELIABILITY: ci or long, not '$tier'" >&2 && exit 2 ;;
+esac
+in_tier() { [[ $tier == "$1" ]]; }
+GUEST=${GUEST:-rel-reliability-$suite}
+legacy_guest=${GUEST%-"$suite"}-legacy-$suite
+mib=256 # frames in a MiB
+half_gib=$((512 * mib))
+
+# --- what every case shares ---------------------------------------------
+
+# What the guest could give, in KiB, once the page cache is dropped:
+# MemAvailable plus the free pages parked on the per-CPU lists, which
+# MemAvailable leaves out (up to some 30 MiB a CPU here: 2 MiB pages the
+# balloon frees land there too); then vmstat's oom_kill and dmesg's length.
+guest_snapshot() {
+	guest 'sync; echo 3 > /proc/sys/vm/drop_caches
+		avail=$(awk "\$1 == \"MemAvailable:\" {print \$2}" /proc/meminfo)
+		pcp=$(awk "\$1 == \"count:\" {n += \$2} END {print n + 0}" /proc/zoneinfo)
+		echo $((avail + 4 * pcp)) $(awk "\$1 == \"oom_kill\" {print \$2}" /proc/vmstat) $(dmesg | wc -l)'
+}
+avail_now() {
+	local avail rest
+	read -r avail rest < <(guest_snapshot)
+	echo "$avail"
+}
+
+# the number after NAME in the driver's debugfs file ("start: 12 (3 failed)"
+# gives 12; with failed, 3)
+stat_calls() {
+	guest "awk -F: '\$1 ~ /^$1 *\$/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl"
+}
+stat_failed() {
+	guest "awk -F: '\$1 ~ /^$1 *\$/ {sub(/.*\\(/, \"\", \$2); print \$2 + 0}' /sys/kernel/debug/vmmemctl"
+}
+# a per page size counter summed over both sizes, e.g. errAlloc
+stat_both_sizes() {
+	guest "awk -F: '\$1 ~ /^$1 *\\(/ {n += \$2} END {print n + 0}' /sys/kernel/debug/vmmemctl"
+}
+
+guest_answers() {
+	"$vm" ssh "$GUEST" --timeout 60 -- true </dev/null
+}
+
+# The faults the host injected so far: the device's own counters.
+faults_now() {
+	echo $(($(host_get resets-sent) + $(host_get busy-sent) + $(host_get refused-frames) + $(host_get failures-start)))
+}
+
+host_and_driver_agree() {
+	local locked current
+	locked=$(host_get locked-frames)
+	current=$(guest_stat current)
+	[[ $locked == "$current" ]]
+}
+
+# use_caps CAPS: the host offers CAPS, resets, and the driver takes them
+use_caps() {
+	want_caps=$(($1))
+	host_set offered-capabilities "$want_caps"
+	host_set reset-next true
+	wait_for 60 eval '(( $(guest_stat "used capabilities") == want_caps )) && [[ $(guest_stat "is resetting") == n ]]' ||
+		note "the driver did not start again with $1"
+}
+
+# The largest balloon the driver's floor allows (an eighth of the guest's
+# RAM is never ballooned: see src/balloon.h, VMB_FLOOR_SHIFT)
+most_frames() {
+	local ram=$(($(guest_meminfo MemTotal) / 4))
+	echo $((ram - (ram >> 3)))
+}
+
+# begin_case NAME: the balloon is empty; take the case's baselines
+cases=0 total_faults=0 total_leaked=0
+begin_case() {
+	case_name=$1
+	cases=$((cases + 1))
+	case_start=$SECONDS
+	note "== case $cases: $case_name"
+	host_set target-frames 0
+	wait_for 120 host_locked_is 0 || note "the balloon did not empty before the case"
+	faults0=$(faults_now)
+	read -r avail_base oom0 dmesg_mark < <(guest_snapshot)
+}
+
+# end_case: the checks every case ends with
+end_case() {
+	local what="$case_name" avail oom lines bad faults leaked
+	check "$what: the host's locked frames equal the driver's current" \
+		wait_for 60 host_and_driver_agree
+	host_set target-frames 0
+	check "$what: deflates to 0, host and driver agreeing" \
+		wait_for 300 eval 'host_locked_is 0 && [[ $(guest_stat current) == 0 ]]'
+	read -r avail oom lines < <(guest_snapshot)
+	check "$what: the guest still answers" test -n "$lines"
+	leaked=$(((avail_base - avail) / 4))
+	check_range "$what: MemAvailable back within 1% of its $avail_base KiB (KiB)" "$avail" \
+		$((avail_base - avail_base / 100)) $((avail_base + avail_base / 100))
+	bad=$(guest "dmesg | tail -n +$((dmesg_mark + 1))" |
+		grep -E 'BUG|WARNING|Oops|soft lockup|hung task|Out of memory|oom-kill|Call Trace' || true)
+	check_eq "$what: dmesg has no BUG, WARNING, Oops, lockup, hung task or OOM kill" "$bad" ""
+	check_eq "$what: no OOM kill (vmstat oom_kill)" "$oom" "$oom0"
+	faults=$(($(faults_now) - faults0))
+	total_faults=$((total_faults + faults)) total_leaked=$((total_leaked + leaked))
+	note "$what: $faults faults injected, $leaked pages leaked (MemAvailable), $((SECONDS - case_start)) s"
+}
+
+# --- the guest ----------------------------------------------------------
+
+ensure_deb
+"$vm" stop "$GUEST" --kill >/dev/null 2>&1
+"$vm" start "$GUEST" --suite "$suite" --mem 2G --s3 --file "$deb" >&2 ||
+	bail "the VMware-like $suite guest did not boot"
+kver=$(guest uname -r)
+note "$suite guest, kernel $kver, package $version, tier $tier"
+guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
+	bail "apt install of the package failed"
+# the kernel's own module was loaded at boot: load DKMS's in its place
+guest 'rmmod vmw_balloon 2>/dev/null; modprobe vmw_balloon' || bail "modprobe vmw_balloon failed"
+check_eq "the package's module is loaded" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
+wait_for 30 eval '[[ $(guest_stat "used capabilities") == 0x2e ]]' || bail "the driver did not start"
+suite_avail0=$(avail_now)
+most=$(most_frames)
+note "the guest's RAM: $(guest_meminfo MemTotal) KiB; the floor leaves a balloon of at most $most frames"
+
+# --- 2. host faults -----------------------------------------------------
+
+# A RESET while 1 GiB inflates. Without 2 MiB pages the inflation takes
+# long enough (262144 pages) for the reset to land in its middle.
+if in_tier ci; then
+	use_caps 0x26
+	begin_case "RESET during a 1 GiB inflation"
+	resets0=$(guest_stat reset)
+	host_set target-frames $((1024 * mib))
+	wait_for 60 eval '(( $(host_get locked-frames) > 0 ))'
+	at=$(host_get locked-frames)
+	host_set reset-next true
+	check_range "reset mid-inflation: RESET asked while the host held part of the 1 GiB (frames)" "$at" 1 $((1024 * mib - 1))
+	check "reset mid-inflation: the driver reset" wait_for 30 eval '(( $(guest_stat reset) > resets0 ))'
+	check "reset mid-inflation: the balloon is back at 1 GiB" wait_for 180 host_locked_is $((1024 * mib))
+	end_case
+	use_caps 0x2e
+fi
+
+# RESET on every 7th command while the target moves.
+begin_case "RESET on every 7th command for $storm_seconds s, the target moving"
+resets0=$(guest_stat reset)
+sent0=$(host_get resets-sent)
+host_set reset-every 7
+stop_at=$((SECONDS + storm_seconds)) moves=0
+while ((SECONDS < stop_at)); do
+	host_set target-frames $(((moves % 4 + 1) * 64 * mib))
+	moves=$((moves + 1))
+	sleep 2
+done
+host_set reset-every 0
+sent=$(($(host_get resets-sent) - sent0)) resets=$(($(guest_stat reset) - resets0))
+note "storm: $moves targets, $sent RESETs sent, the driver completed $resets resets"
+check_range "storm: the host sent RESETs" "$sent" 1 $((1 << 30))
+check_range "storm: the driver started over after them" "$resets" 1 "$sent"
+host_set target-frames "$half_gib"
+check "storm: then the balloon reaches 512 MiB" wait_for 120 host_locked_is "$half_gib"
+end_case
+
+# 4. a new target every cycle (the driver polls once a second)
+begin_case "a different target every second for $chaos_seconds s"
+ram_frames=$(host_get ram-frames)
+stop_at=$((SECONDS + chaos_seconds)) max=0 n=0
+while ((SECONDS < stop_at)); do
+	case $((n % 5)) in
+	0) target=$((RANDOM * 32768 + RANDOM)) target=$((target % ram_frames)) ;;
+	1) target=$((ram_frames * 2)) ;;
+	2) target=18446744073709551615 ;;
+	3) target=0 ;;
+	4) target=$(((RANDOM % 2048) * mib)) ;;
+	esac
+	host_set target-frames "$target"
+	n=$((n + 1))
+	sleep 1
+	locked=$(host_get locked-frames)
+	((locked > max)) && max=$locked
+done
+note "changing targets: $n targets, the balloon peaked at $max frames"
+check_range "changing targets: the balloon stays within RAM minus the floor (frames)" "$max" 0 "$most"
+host_set target-frames "$half_gib"
+check "changing targets: then the balloon settles at 512 MiB" wait_for 120 host_locked_is "$half_gib"
+end_case
+
+# --- 5. rmmod and modprobe, each with 512 MiB inflated ------------------
+
+slab_now() {
+	guest 'sync; echo 3 > /proc/sys/vm/drop_caches; awk "\$1 == \"SUnreclaim:\" {print \$2}" /proc/meminfo'
+}
+begin_case "$reload_cycles rmmod/modprobe cycles with 512 MiB inflated"
+slab0=$(slab_now)
+host_set target-frames "$half_gib"
+wait_for 60 host_locked_is "$half_gib" || note "the balloon did not fill"
+bye0=$(host_get start-zero)
+# In the guest, to be quick: unload with the balloon full, load, wait
+# for the balloon to be full again (at most 60 s), and again.
+done_cycles=$("$vm" ssh "$GUEST" --timeout 3600 -- "n=0
+	for i in \$(seq $reload_cycles); do
+		rmmod vmw_balloon || break
+		modprobe vmw_balloon || break
+		t=0
+		until [ \"\$(awk -F: '/^current/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl 2>/dev/null)\" = $half_gib ]; do
+			t=\$((t + 1)); [ \$t -le 300 ] || break 2; sleep 0.2
+		done
+		n=\$((n + 1))
+	done; echo \$n" </dev/null)
+check_eq "reload: cycles completed in the guest, each refilling 512 MiB" "$done_cycles" "$reload_cycles"
+check_eq "reload: the host heard goodbye (START 0) at every unload" $(($(host_get start-zero) - bye0)) "$reload_cycles"
+check "reload: the balloon is at 512 MiB after the last load" wait_for 60 host_locked_is "$half_gib"
+host_set target-frames 0
+wait_for 120 host_locked_is 0 || note "the balloon did not empty"
+slab=$(slab_now)
+note "reload: $done_cycles cycles; unreclaimable slab $slab0 -> $slab KiB"
+check_range "reload: unreclaimable slab back to its baseline, within 1 MiB (KiB)" "$slab" 0 $((slab0 + 1024))
+end_case
+
+# --- 2. host faults, continued ------------------------------------
+
+if in_tier ci; then
+	# START failing 10 times before it succeeds.
+	begin_case "START failing 10 times"
+	host_set target-frames "$half_gib"
+	wait_for 60 host_locked_is "$half_gib" || note "the balloon did not fill"
+	failed0=$(stat_failed start) host_failed0=$(host_get failures-start) resets0=$(guest_stat reset)
+	host_set fail-start 10
+	host_set reset-next true
+	check "failing START: the driver retries until START succeeds, back at 512 MiB" \
+		wait_for 120 eval '(( $(host_get failures-start) - host_failed0 == 10 )) && host_locked_is "$half_gib"'
+	check_eq "failing START: the driver counted 10 failed STARTs" $(($(stat_failed start) - failed0)) 10
+	check_eq "failing START: ... and one completed reset" $(($(guest_stat reset) - resets0)) 1
+	end_case
+fi
+
+if in_tier ci; then
+	# BUSY answers: to START once, then to every third command while the
+	# balloon fills and half empties.
+	begin_case "BUSY answers"
+	busy0=$(host_get busy-sent) resets0=$(guest_stat reset)
+	host_set reset-next true
+	host_set busy-next true # to the START that follows the reset
+	wait_for 30 eval '(( $(guest_stat reset) > resets0 ))' || note "no reset after the busy START"
+	host_set busy-every 3
+	host_set target-frames "$half_gib"
+	check "BUSY: inflates to 512 MiB through BUSY answers" wait_for 120 host_locked_is "$half_gib"
+	host_set target-frames $((128 * mib))
+	check "BUSY: deflates to 128 MiB through BUSY answers" wait_for 120 host_locked_is $((128 * mib))
+	host_set busy-every 0
+	busy=$(($(host_get busy-sent) - busy0))
+	note "BUSY: $busy BUSY answers"
+	check_range "BUSY: the host answered BUSY" "$busy" 2 $((1 << 30))
+	end_case
+fi
+
+# Per-entry refusals on every 7th page, with each status a host may give.
+for status in "${refusals[@]}"; do
+	code=${status%%:*} name=${status#*:}
+	begin_case "$name on every 7th page"
+	refused0=$(host_get refused-frames) err0=$(stat_both_sizes errAlloc)
+	host_set refuse-status "$code"
+	host_set refuse-every 7
+	host_set target-frames "$half_gib"
+	check "$name: the balloon reaches 512 MiB around the refusals" wait_for 120 host_locked_is "$half_gib"
+	host_set refuse-every 0
+	refused=$(($(host_get refused-frames) - refused0))
+	note "$name: $refused pages refused"
+	check_range "$name: the host refused pages" "$refused" 1 $((1 << 30))
+	check_eq "$name: the driver counted each refusal (errAlloc)" $(($(stat_both_sizes errAlloc) - err0)) "$refused"
+	end_case
+done
+host_set refuse-status 5
+
+if in_tier ci; then
+	# Every page refused for a while: refused 2 MiB pages are split and tried
+	# as 4 KiB pages in the same cycle (the device cannot refuse 2 MiB
+	# entries alone), and nothing stays in the balloon.
+	begin_case "every page refused, 2 MiB falling back to 4 KiB"
+	lock2m0=$(host_get calls-2m-lock) lock4k0=$(host_get calls-batch-lock)
+	host_set refuse-every 1
+	host_set target-frames "$half_gib"
+	check "all refused: the driver tried 2 MiB pages" wait_for 30 eval '(( $(host_get calls-2m-lock) > lock2m0 ))'
+	check "all refused: ... then 4 KiB ones" wait_for 30 eval '(( $(host_get calls-batch-lock) > lock4k0 ))'
+	sleep 5
+	check_eq "all refused: the host holds nothing" "$(host_get locked-frames)" 0
+	host_set refuse-every 0
+	check "all refused: once the host takes pages, the balloon reaches 512 MiB" wait_for 120 host_locked_is "$half_gib"
+	end_case
+fi
+
+# --- 3. every capability set a host may grant ---------------------------
+
+for caps in "${caps_sets[@]}"; do
+	caps_mark=$(guest 'dmesg | wc -l')
+	use_caps "$caps"
+	begin_case "capabilities $caps"
+	declare -A calls0=()
+	for cmd in lock batch-lock 2m-lock; do calls0[$cmd]=$(host_get "calls-$cmd"); done
+	host_set target-frames "$half_gib"
+	case $caps in
+	0x00) used=none ;;
+	0x02 | 0x0a) used=lock ;; # 2 MiB pages travel in batches only
+	0x06) used=batch-lock ;;
+	*) used=2m-lock ;;
+	esac
+	if [[ $used == none ]]; then
+		sleep 5
+		host_set reset-next true # it must not say it again
+		sleep 5
+		check_eq "caps $caps: the host holds nothing" "$(host_get locked-frames)" 0
+		said=$(guest "dmesg | tail -n +$((caps_mark + 1)) | grep -c 'not ballooning'")
+		check_eq "caps $caps: the driver says once that it will not balloon" "$said" 1
+	else
+		check "caps $caps: the balloon reaches 512 MiB" wait_for 300 host_locked_is "$half_gib"
+		check "caps $caps: locked with $used" eval '(( $(host_get calls-$used) > ${calls0[$used]} ))'
+		for cmd in lock batch-lock 2m-lock; do
+			[[ $cmd == "$used" ]] && continue
+			check_eq "caps $caps: no $cmd" "$(host_get "calls-$cmd")" "${calls0[$cmd]}"
+		done
+	fi
+	end_case
+done
+use_caps 0x2e
+
+# --- 4. targets from a hostile or confused host -------------------------
+
+# watch_max SECONDS: the largest balloon the host sees meanwhile
+watch_max() {
+	local stop_at=$((SECONDS + $1)) max=0 locked
+	while ((SECONDS < stop_at)); do
+		locked=$(host_get locked-frames)
+		((locked > max)) && max=$locked
+		sleep 0.5
+	done
+	echo "$max"
+}
+
+hostile_target() {
+	local what=$1 target=$2 max target_seen
+	host_set target-frames "$target"
+	max=$(watch_max 30)
+	target_seen=$(guest_stat target)
+	note "$what: target $target, the driver read $target_seen, the balloon peaked at $max frames"
+	check_range "$what: the balloon stays within RAM minus the floor (frames)" "$max" $((half_gib + 1)) "$most"
+}
+
+ram_frames=$(host_get ram-frames)
+if in_tier long; then
+	begin_case "a target above the guest's RAM"
+	hostile_target "above RAM" $((ram_frames + 4096))
+	end_case
+fi
+
+if in_tier ci; then
+	begin_case "a target of all ones"
+	hostile_target "all ones" 18446744073709551615
+	end_case
+fi
+
+if in_tier long; then
+	use_caps 0x0e
+	begin_case "a target above 32 bits without 64_BIT_TARGET"
+	# the low 32 bits alone would be 512 MiB: the balloon must go beyond
+	hostile_target "beyond 32 bits" $(((1 << 32) + half_gib))
+	end_case
+	use_caps 0x2e
+fi
+
+# --- 6. suspend to RAM, and QEMU stop/cont ------------------------------
+
+qemu_status() {
+	"$vm" qmp "$GUEST" query-status | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])'
+}
+qemu_status_is() { [[ $(qemu_status) == "$1" ]]; }
+
+if in_tier ci; then
+	begin_case "suspend to RAM with 512 MiB inflated"
+	host_set target-frames "$half_gib"
+	wait_for 60 host_locked_is "$half_gib" || note "the balloon did not fill"
+	check "S3: the guest can suspend to RAM (mem in /sys/power/state)" guest 'grep -qw mem /sys/power/state'
+	guest 'systemd-run --quiet --on-active=2 sh -c "echo mem > /sys/power/state"'
+	check "S3: QEMU sees the guest suspended" wait_for 60 qemu_status_is suspended
+	sleep 3
+	host_set target-frames $((256 * mib)) # changed while it sleeps
+	"$vm" qmp "$GUEST" system_wakeup >/dev/null
+	check "S3: system_wakeup resumes it" wait_for 60 qemu_status_is running
+	check "S3: the guest answers after resuming" wait_for 120 guest_answers
+	check "S3: the kernel went through suspend and resume" \
+		guest "dmesg | tail -n +$((dmesg_mark + 1)) | grep -q 'PM: suspend exit'"
+	check "S3: the balloon follows the target set while asleep" wait_for 60 host_locked_is $((256 * mib))
+	end_case
+
+	begin_case "QEMU stop and cont with 512 MiB inflated"
+	host_set target-frames "$half_gib"
+	wait_for 60 host_locked_is "$half_gib" || note "the balloon did not fill"
+	"$vm" qmp "$GUEST" stop >/dev/null
+	host_set target-frames $((768 * mib))
+	sleep 5
+	check_eq "stop: nothing moves while QEMU is stopped" "$(host_get locked-frames)" "$half_gib"
+	"$vm" qmp "$GUEST" cont >/dev/null
+	check "cont: the balloon moves on to 768 MiB" wait_for 60 host_locked_is $((768 * mib))
+	end_case
+fi
+
+# --- the whole run ------------------------------------------------------
+
+suite_avail=$(avail_now)
+note "whole run: MemAvailable $suite_avail0 -> $suite_avail KiB ($(((suite_avail0 - suite_avail) / 4)) pages)"
+check_range "whole run: MemAvailable back within 1% of the start (KiB)" "$suite_avail" \
+	$((suite_avail0 - suite_avail0 / 100)) $((suite_avail0 + suite_avail0 / 100))
+
+# --- a protocol-v2 host: its own, short boot, the module copied over ----
+
+if in_tier ci; then
+	ko=$(guest modinfo -n vmw_balloon)
+	mkdir -p "$root/build/reliability"
+	"$vm" copy "$GUEST" --from "$ko" "$root/build/reliability/" >&2
+	"$vm" stop "$GUEST" >/dev/null 2>&1
+	GUEST=$legacy_guest
+	"$vm" stop "$GUEST" --kill >/dev/null 2>&1
+	"$vm" start "$GUEST" --suite "$suite" --mem 2G --device-opts legacy=on >&2 ||
+		bail "the legacy-host guest did not boot"
+	"$vm" copy "$GUEST" "$root/build/reliability/${ko##*/}" /root/ >&2
+	guest "rmmod vmw_balloon 2>/dev/null; insmod /root/${ko##*/}" || bail "insmod of the package's module failed"
+	check_eq "legacy: the package's module is loaded" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
+	check "legacy: a protocol-v2 host gives the basic commands (0x2)" \
+		wait_for 30 eval '[[ $(guest_stat "used capabilities") == 0x2 ]]'
+	begin_case "a protocol-v2 host"
+	lock0=$(host_get calls-lock)
+	host_set target-frames "$half_gib"
+	check "legacy: the balloon reaches 512 MiB" wait_for 300 host_locked_is "$half_gib"
+	check "legacy: locked with single-page LOCK" eval '(( $(host_get calls-lock) - lock0 >= half_gib ))'
+	end_case
+fi
+
+note "tier $tier: $cases cases, $total_faults faults injected, $total_leaked pages leaked in all (sum of the cases' MemAvailable differences), $SECONDS s"
+finish
