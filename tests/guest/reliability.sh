@@ -57,10 +57,8 @@ half_gib=$((512 * mib))
 # MemAvailable leaves out (up to some 30 MiB a CPU here: 2 MiB pages the
 # balloon frees land there too); then vmstat's oom_kill and dmesg's length.
 guest_snapshot() {
-	guest 'sync; echo 3 > /proc/sys/vm/drop_caches
-		avail=$(awk "\$1 == \"MemAvailable:\" {print \$2}" /proc/meminfo)
-		pcp=$(awk "\$1 == \"count:\" {n += \$2} END {print n + 0}" /proc/zoneinfo)
-		echo $((avail + 4 * pcp)) $(awk "\$1 == \"oom_kill\" {print \$2}" /proc/vmstat) $(dmesg | wc -l)'
+	# shellcheck disable=SC2016 # expanded in the guest
+	guest "echo \$($available_kib_sh)"' $(awk "\$1 == \"oom_kill\" {print \$2}" /proc/vmstat) $(dmesg | wc -l)'
 }
 avail_now() {
 	local avail rest
