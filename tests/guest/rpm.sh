@@ -43,12 +43,7 @@ check_dkms_installed "rpm %post"
 check "rpm %post: the sources are where dkms.conf says" guest "test -f /usr/src/vmw_balloon-$version/dkms.conf"
 
 "$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
-check "autoload: vmw_balloon is loaded after boot" guest 'test -d /sys/module/vmw_balloon'
-file=$(guest modinfo -n vmw_balloon)
-check_eq "autoload: modinfo -n is DKMS's copy" "$file" "$moddir/updates/dkms/vmw_balloon$ko"
-check_eq "autoload: the loaded module's version" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
-check_eq "autoload: the loaded module's srcversion is the DKMS-built file's" \
-	"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
+check_autoloaded
 want=$((512 * 1024 / 4))
 balloon_keep 1536
 check "balloon: the host holds $want frames within 60 s" wait_for 60 host_locked_is "$want"

@@ -26,12 +26,7 @@ check_dkms_installed install
 
 # b. reboot: udev loads our module through the DMI alias; nothing here loads it
 "$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
-check "autoload: vmw_balloon is loaded after boot" guest 'test -d /sys/module/vmw_balloon'
-file=$(guest modinfo -n vmw_balloon)
-check_eq "autoload: modinfo -n is DKMS's copy" "$file" "$moddir/updates/dkms/vmw_balloon$ko"
-check_eq "autoload: the loaded module's version" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
-check_eq "autoload: the loaded module's srcversion is the DKMS-built file's" \
-	"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
+check_autoloaded
 check "autoload: taint shows an out-of-tree module" guest 'grep -q O /sys/module/vmw_balloon/taint'
 check "autoload: udev matched the DMI alias to vmw_balloon" \
 	guest 'modprobe -R "$(cat /sys/devices/virtual/dmi/id/modalias)" | grep -qx vmw_balloon'

@@ -217,6 +217,18 @@ check_dkms_installed() {
 	fi
 }
 
+# After a boot: udev loaded DKMS's module (in $moddir, named like the
+# kernel's own, see learn_kernel_module), the very file DKMS built.
+check_autoloaded() {
+	local file
+	check "autoload: vmw_balloon is loaded after boot" guest 'test -d /sys/module/vmw_balloon'
+	file=$(guest modinfo -n vmw_balloon)
+	check_eq "autoload: modinfo -n is DKMS's copy" "$file" "$moddir/updates/dkms/vmw_balloon$ko"
+	check_eq "autoload: the loaded module's version" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
+	check_eq "autoload: the loaded module's srcversion is the DKMS-built file's" \
+		"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
+}
+
 # The package under test, built if it is not there yet.
 # Guest tests may run beside one another: one builds it, the others wait.
 ensure_deb() {
