@@ -21,7 +21,9 @@
 
 #include <linux/mm.h>
 #include <linux/page-flags.h>
+#include <linux/sched.h>
 #include <linux/shrinker.h>
+#include <linux/swap.h>
 #include <linux/vmstat.h>
 #include <asm/hypervisor.h>
 
@@ -485,6 +487,27 @@ vmb_compat_shrinker_of(struct shrinker *shrinker)
 	return shrinker->private_data;
 #else
 	return container_of(shrinker, struct vmb_compat_shrinker, shrinker);
+#endif
+}
+
+/**
+ * vmb_compat_account_reclaimed() - count pages a shrinker freed as reclaimed
+ * @pages: the 4 KiB pages the balloon just gave back
+ *
+ * Direct reclaim stops once it has reclaimed what the allocation asked
+ * for; pages that a shrinker frees count only if it says so. Unsaid, the
+ * kernel sees no progress and asks again at a higher priority, until the
+ * whole balloon is gone. No-op outside reclaim. The field was
+ * reclaimed_slab until 6.3 (VMB_HAVE_RECLAIM_STATE_RECLAIMED_SLAB), then a
+ * helper (VMB_HAVE_MM_ACCOUNT_RECLAIMED_PAGES, 6.4).
+ */
+static inline void vmb_compat_account_reclaimed(unsigned long pages)
+{
+#if VMB_HAVE_MM_ACCOUNT_RECLAIMED_PAGES
+	mm_account_reclaimed_pages(pages);
+#else
+	if (current->reclaim_state)
+		current->reclaim_state->reclaimed_slab += pages;
 #endif
 }
 

@@ -278,6 +278,7 @@ static unsigned long vmw_balloon_shrink_scan(struct shrinker *shrinker,
 	/* the core gives a batch at least: count it against the scan */
 	if (freed > sc->nr_scanned)
 		sc->nr_scanned = freed;
+	vmb_compat_account_reclaimed(freed);
 	return freed;
 }
 
