@@ -70,10 +70,10 @@ if [[ -f $image && ${VMB_IMAGE_REBUILD:-0} != 1 ]]; then
 	exit 0
 fi
 
-# 3. Build it, one builder at a time.
+# 3. Build it, one builder per suite at a time (suites build side by side).
 mkdir -p "$cache"
-exec 9>"$cache/.lock"
-say "waiting for the image lock" && flock 9
+exec 9>"$cache/.lock-$suite"
+say "waiting for the $suite image lock" && flock 9
 if [[ -f $image && ${VMB_IMAGE_REBUILD:-0} != 1 ]]; then
 	echo "$image" # another builder just made it
 	exit 0
@@ -86,7 +86,9 @@ fi
 
 started=$SECONDS
 work=$(mktemp -d "$cache/.build-$key.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+# --one-file-system: should mmdebstrap leave /proc or /dev mounted in the
+# root, the host's own stay untouched
+trap 'rm -rf --one-file-system "$work"' EXIT
 uuid=$(cat /proc/sys/kernel/random/uuid)
 mirror=${VMB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${mirror%/debian}/debian-security
