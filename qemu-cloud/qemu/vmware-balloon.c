@@ -114,7 +114,8 @@
  *     guest's own, and is discarded like anonymous RAM, as virtio-balloon
  *     does.
  *   - START forgets every lock.  A guest reset (system_reset) forgets every
- *     lock and the grant but keeps the target.
+ *     lock and the grant but keeps the target.  Suspend to RAM and the
+ *     wake-up (system_wakeup) keep everything: the guest kept its memory.
  *   - What a guest gets wrong (bad batch pages, invalid entries, ...) is
  *     logged as a guest error (-d guest_errors), host memory it fails to
  *     release as a warning; both at most 10 messages a minute, so that a
@@ -163,6 +164,7 @@
 #include "sysemu/balloon.h"
 #include "sysemu/hostmem.h"
 #include "sysemu/hw_accel.h"
+#include "sysemu/runstate.h"
 #include "exec/address-spaces.h"
 #include "exec/cpu-common.h"
 #include "exec/memory.h"
@@ -282,6 +284,9 @@ struct VMBalloonState {
 
     MemoryRegion io;
     bool handler_registered;
+    Notifier suspend_notifier;
+    Notifier wakeup_notifier;
+    bool asleep;                /* the guest is in S3: its RAM is kept */
 
     /* set at creation */
     uint32_t capabilities;
@@ -1082,6 +1087,23 @@ static void vmb_instance_finalize(Object *obj)
     g_hash_table_destroy(s->no_discard);
 }
 
+static void vmb_suspended(Notifier *notifier, void *data)
+{
+    VMBalloonState *s = container_of(notifier, VMBalloonState,
+                                     suspend_notifier);
+
+    s->asleep = true;
+}
+
+/* QEMU resets the devices first, then tells the wake-up notifiers. */
+static void vmb_woken(Notifier *notifier, void *data)
+{
+    VMBalloonState *s = container_of(notifier, VMBalloonState,
+                                     wakeup_notifier);
+
+    s->asleep = false;
+}
+
 static void vmb_realize(DeviceState *dev, Error **errp)
 {
     VMBalloonState *s = VMWARE_BALLOON(dev);
@@ -1098,6 +1120,11 @@ static void vmb_realize(DeviceState *dev, Error **errp)
     }
     s->handler_registered = true;
 
+    s->suspend_notifier.notify = vmb_suspended;
+    qemu_register_suspend_notifier(&s->suspend_notifier);
+    s->wakeup_notifier.notify = vmb_woken;
+    qemu_register_wakeup_notifier(&s->wakeup_notifier);
+
     memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
                           TYPE_VMWARE_BALLOON, VMB_IO_SIZE);
     isa_register_ioport(ISA_DEVICE(dev), &s->io, VMB_PORT);
@@ -1110,15 +1137,25 @@ static void vmb_unrealize(DeviceState *dev)
     if (s->handler_registered) {
         qemu_remove_balloon_handler(s);
         s->handler_registered = false;
+        notifier_remove(&s->suspend_notifier);
+        notifier_remove(&s->wakeup_notifier);
     }
     vmb_forget_locks(s);
 }
 
-/* Guest reset: the guest forgot its balloon, so does the host. */
+/*
+ * Guest reset: the guest forgot its balloon, so does the host.  A wake-up
+ * from suspend to RAM resets the machine's devices too, but the guest
+ * kept its RAM and its driver its balloon: that reset changes nothing.
+ */
 static void vmb_reset(DeviceState *dev)
 {
     VMBalloonState *s = VMWARE_BALLOON(dev);
 
+    if (s->asleep) {
+        s->asleep = false;
+        return;
+    }
     vmb_forget_locks(s);
     vmb_set_granted(s, 0);
     s->reset_pending = false;
@@ -1286,6 +1323,23 @@ static int vmb_post_load(void *opaque, int version_id)
     return 0;
 }
 
+static bool vmb_asleep_needed(void *opaque)
+{
+    return ((VMBalloonState *)opaque)->asleep;
+}
+
+/* Only a guest in S3 sends it, so that its wake-up keeps the balloon. */
+static const VMStateDescription vmb_vmstate_asleep = {
+    .name = TYPE_VMWARE_BALLOON "/asleep",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .needed = vmb_asleep_needed,
+    .fields = (VMStateField[]) {
+        VMSTATE_BOOL(asleep, VMBalloonState),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 /*
  * The protocol state travels whole, so that a guest does not notice the
  * move: see "Migration" at the top of this file.  Counters and fault
@@ -1307,6 +1361,10 @@ static const VMStateDescription vmb_vmstate = {
         VMSTATE_VMB_FRAMES(locked),
         VMSTATE_VMB_FRAMES(heads),
         VMSTATE_END_OF_LIST()
+    },
+    .subsections = (const VMStateDescription * []) {
+        &vmb_vmstate_asleep,
+        NULL
     },
 };
 

@@ -4,7 +4,8 @@
 #
 #   tests/device/run.sh          two guests.  One: hostcheck, targets (QMP
 #                                and 64-bit), fault injection, host memory
-#                                released, reboot, migration to a file and
+#                                released, suspend to RAM and wake-up,
+#                                reboot, migration to a file and
 #                                back with frames locked, random garbage and
 #                                the log rate limit, a hot-plugged DIMM.  Two:
 #                                RAM that is a private file mapping, and
@@ -149,7 +150,7 @@ for bad in 0 9; do
 done
 
 note "guest $name: default device, a DIMM slot free, guest errors logged"
-boot "" --mem 2G,slots=2,maxmem=4G --qemu-arg=-d --qemu-arg=guest_errors
+boot "" --mem 2G,slots=2,maxmem=4G --s3 --qemu-arg=-d --qemu-arg=guest_errors
 log_since=$SECONDS log_lines=0
 
 ram=$(host_get ram-frames)
@@ -212,6 +213,20 @@ check "the host released the locked memory" \
 check "QEMU RSS fell by at least 448 MiB" eval '(( rss0 - rss1 >= 448 * 1024 ))'
 check "hold ends: nothing locked" wait_for 300 eval \
 	'[[ $(host_get locked-frames) == 0 ]]'
+
+note "suspend to RAM and wake up, with frames locked"
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "hold 64 MiB: locked" wait_for 300 host_locked_is 16384
+guest 'systemd-run --quiet --on-active=2 sh -c "echo mem > /sys/power/state"'
+check "S3: QEMU sees the guest suspended" wait_for 60 eval 'qmp query-status | grep -q "\"suspended\""'
+qmp system_wakeup >/dev/null
+check "S3: system_wakeup resumes it" wait_for 60 eval 'qmp query-status | grep -q "\"running\""'
+check_eq "S3: the host still holds the frames after the wake-up" "$(host_get locked-frames)" 16384
+check_eq "S3: no RESET pending, GET_TARGET succeeds" "$(raw 1 0 0)" 0
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "S3: the frames are unlocked" wait_for 300 host_locked_is 0
+check "S3: every unlock succeeded (the host kept the locks)" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 16384 of 16384"'
 
 note "guest reboot"
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 &'
