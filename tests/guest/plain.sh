@@ -10,20 +10,14 @@ source "$(dirname "$0")/../lib/guest.sh"
 use_suite "$@"
 GUEST=${GUEST:-vmb-test-plain-$suite}
 
-ensure_deb
-"$vm" stop "$GUEST" --kill >/dev/null 2>&1
-"$vm" start "$GUEST" --suite "$suite" --plain --mem 2G --file "$deb" >&2 ||
-	bail "the plain $suite guest did not boot"
-kver=$(guest uname -r)
-note "$suite guest, kernel $kver, package $version"
+boot_with_deb plain --plain
 learn_kernel_module
 
 check "plain: the kernel found no VMware hypervisor" \
 	eval '! guest "dmesg | grep -q \"Hypervisor detected: VMware\""'
 
 # f. install, build, no autoload, no load
-guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
-	bail "apt install of the package failed"
+install_deb
 check_dkms_installed plain
 check_eq "plain: modinfo -n is DKMS's copy" "$(guest modinfo -n vmw_balloon)" \
 	"$moddir/updates/dkms/vmw_balloon$ko"

@@ -22,15 +22,9 @@ free_target_mib=300	# what the balloon leaves free
 workload_mib=800	# what the program touches
 hold_s=10		# how long it keeps it
 
-ensure_deb
-"$vm" stop "$GUEST" --kill >/dev/null 2>&1
-"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$deb" >&2 ||
-	bail "the VMware-like $suite guest did not boot"
-kver=$(guest uname -r)
-note "$suite guest, kernel $kver, package $version"
+boot_with_deb VMware-like
 
-guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
-	bail "apt install of the package failed"
+install_deb
 # The kernel's own driver may have loaded at boot (DMI alias): ours instead.
 guest 'modprobe -r vmw_balloon; modprobe vmw_balloon' ||
 	bail "cannot load the package's vmw_balloon"

@@ -20,13 +20,10 @@ mkdir -p "$root/build"
 image=$("$vm" image --suite "$suite" | tail -n 1) || bail "no $suite disk image"
 debs=$("$root/tests/lib/fetch-debs" "$(dirname "$image")/dpkg-status" rpm | tail -n 1) ||
 	bail "cannot fetch Debian's rpm for the guest"
-# vm start --file takes a path's last name: hand the folder in as "rpm-tool".
-staging=$(mktemp -d)
-trap 'rm -rf "$staging"' EXIT
-ln -s "$debs" "$staging/rpm-tool"
+hand_in_as rpm-tool "$debs"
 
 "$vm" stop "$GUEST" --kill >/dev/null 2>&1
-"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$rpm" --file "$staging/rpm-tool" >&2 ||
+"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$rpm" --file "$handed/rpm-tool" >&2 ||
 	bail "the VMware-like $suite guest did not boot"
 kver=$(guest uname -r)
 note "$suite guest, kernel $kver, package $version (.rpm)"

@@ -24,7 +24,6 @@ trixie) new_series='7\.' ;;
 esac
 GUEST=${GUEST:-vmb-test-upgrade-$suite}
 
-ensure_deb
 image=$("$vm" image --suite "$suite" | tail -n 1) || bail "no $suite disk image"
 debs=$("$root/tests/lib/fetch-debs" --suite "$suite" "$(dirname "$image")/dpkg-status" \
 	"linux-image-cloud-amd64/$suite-backports" "linux-headers-cloud-amd64/$suite-backports" | tail -n 1) ||
@@ -33,20 +32,12 @@ new=$(find "$debs" -name 'linux-image-*-cloud-amd64_*.deb' ! -name 'linux-image-
 	-printf '%f\n' | sed 's/^linux-image-\([^_]*\)_.*/\1/')
 note "the new kernel: $new, $(find "$debs" -name '*.deb' | wc -l) packages from $debs"
 [[ $new =~ ^$new_series ]] || bail "expected one $new_series cloud kernel among the packages, found '$new'"
-# vm start --file takes a path's last name: hand the folder in as "kernel".
-staging=$(mktemp -d)
-trap 'rm -rf "$staging"' EXIT
-ln -s "$debs" "$staging/kernel"
+hand_in_as kernel "$debs"
 
-"$vm" stop "$GUEST" --kill >/dev/null 2>&1
-"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$deb" --file "$staging/kernel" >&2 ||
-	bail "the VMware-like $suite guest did not boot"
-kver=$(guest uname -r)
+boot_with_deb VMware-like --file "$handed/kernel"
 old=$kver
-note "$suite guest, kernel $old, package $version"
 learn_kernel_module
-guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
-	bail "apt install of the package failed"
+install_deb
 check_dkms_installed "before the upgrade"
 
 # The new kernel and headers: DKMS builds for them from the kernel's hooks.

@@ -11,17 +11,11 @@ source "$(dirname "$0")/../lib/guest.sh"
 use_suite "$@"
 GUEST=${GUEST:-vmb-test-vmware-$suite}
 
-ensure_deb
-"$vm" stop "$GUEST" --kill >/dev/null 2>&1
-"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$deb" >&2 ||
-	bail "the VMware-like $suite guest did not boot"
-kver=$(guest uname -r)
-note "$suite guest, kernel $kver, package $version"
+boot_with_deb VMware-like
 learn_kernel_module
 
 # a. install: DKMS builds for the running kernel
-guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
-	bail "apt install of the package failed"
+install_deb
 check_dkms_installed install
 
 # b. reboot: udev loads our module through the DMI alias; nothing here loads it

@@ -238,3 +238,35 @@ ensure_deb() {
 		[[ -f $deb ]] || make -C "$root" deb >&2
 	) 9>"$root/build/.package.lock" || bail "cannot build $deb"
 }
+
+# boot_with_deb KIND [VM-START-ARGS...]: boot $GUEST afresh, a 2 GiB
+# $suite guest with the package's .deb in /opt/vmb; KIND names it in the
+# failure ("VMware-like", or "plain" with --plain). Sets kver.
+boot_with_deb() {
+	local kind=$1
+	shift
+	ensure_deb
+	"$vm" stop "$GUEST" --kill >/dev/null 2>&1
+	"$vm" start "$GUEST" --suite "$suite" --mem 2G --file "$deb" "$@" >&2 ||
+		bail "the $kind $suite guest did not boot"
+	kver=$(guest uname -r)
+	note "$suite guest, kernel $kver, package $version"
+}
+
+# install_deb: apt installs the package in the guest; DKMS builds there.
+install_deb() {
+	guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb")" >&2 ||
+		bail "apt install of the package failed"
+}
+
+# hand_in_as NAME DIR: `vm start --file` puts a folder in /opt/vmb under
+# its path's last name; this names DIR NAME, as "$handed/NAME" (a link
+# in a temporary folder that goes when the test ends).
+hand_in_as() {
+	if [[ -z ${handed:-} ]]; then
+		handed=$(mktemp -d)
+		# shellcheck disable=SC2064 # the folder is known now
+		trap "rm -rf '$handed'" EXIT
+	fi
+	ln -sfn "$2" "$handed/$1"
+}
