@@ -20,14 +20,15 @@
  *       what it holds and prints the model's locked-frames and locked-2m:
  *       with --no-bye (no START(0) at the end) the host's counters must
  *       equal them.  Fails if the host took a frame that is not ours.
- *   hostcheck --hold MIB [--seconds S] [--touch-wait T]
+ *   hostcheck --hold MIB [--seconds S] [--lock-on-signal]
  *       START, lock MIB MiB of this process's own pages (batched), report,
  *       wait S seconds (default: until stdin reaches EOF; SIGUSR1 ends the
  *       wait early), unlock, report how many unlocks succeeded, START(0).
- *       With --touch-wait, report "touched" and wait T seconds between
- *       filling the pages and locking them.  For watching the QEMU
- *       process's memory fall, and for keeping frames locked across a
- *       migration.
+ *       With --lock-on-signal, report "touched" once the pages are filled
+ *       and lock them only on SIGUSR2, so that the test reads the QEMU
+ *       process's memory before any lock however slow the machine is.
+ *       For watching that memory fall, and for keeping frames locked
+ *       across a migration.
  *   hostcheck --refused PFN N
  *       frames [PFN, PFN + N) are memory the host must refuse to take
  *       (shared memory, NVDIMM, ...): every way of locking them gets
@@ -700,7 +701,7 @@ static void check_legacy(uint64_t pfn)
 
 /* ------------------------------------------------------------------------ */
 
-static volatile sig_atomic_t hold_released;
+static volatile sig_atomic_t hold_released, lock_allowed;
 
 static void release_hold(int sig)
 {
@@ -708,19 +709,34 @@ static void release_hold(int sig)
 	hold_released = 1;
 }
 
-static int hold(long mib, long seconds, long touch_wait)
+static void allow_lock(int sig)
+{
+	(void)sig;
+	lock_allowed = 1;
+}
+
+static int hold(long mib, long seconds, bool lock_on_signal)
 {
 	struct sigaction sa = { .sa_handler = release_hold };
+	struct sigaction go = { .sa_handler = allow_lock };
+	sigset_t usr2, old;
 	size_t n = (size_t)mib * 256, done = 0, locked = 0, unlocked = 0, i;
 	char *mem = own_pages(n);
 	uint64_t *batch = own_pages(1);
 	uint64_t batch_pfn = pfn_of(batch), buf;
 	uint32_t g, st;
 
-	if (touch_wait > 0) {
+	if (lock_on_signal) {
+		/* block SIGUSR2 until sigsuspend() so that none is missed */
+		sigemptyset(&usr2);
+		sigaddset(&usr2, SIGUSR2);
+		sigprocmask(SIG_BLOCK, &usr2, &old);
+		sigaction(SIGUSR2, &go, NULL);
 		printf("hostcheck: touched %zu pages (%ld MiB)\n", n, mib);
 		fflush(stdout);
-		sleep(touch_wait);
+		while (!lock_allowed)
+			sigsuspend(&old);
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	}
 	g = start(VMB_CAPS_ALL);
 
@@ -1049,16 +1065,16 @@ static void usage(void)
 		"[--target FRAMES]\n"
 		"       hostcheck --call CMD ARG1 ARG2\n"
 		"       hostcheck --fuzz N [--seed S] [--no-bye]\n"
-		"       hostcheck --hold MIB [--seconds S] [--touch-wait T]\n"
+		"       hostcheck --hold MIB [--seconds S] [--lock-on-signal]\n"
 		"       hostcheck --refused PFN N\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	long hold_mib = -1, seconds = 0, fuzz_n = -1, touch_wait = 0;
+	long hold_mib = -1, seconds = 0, fuzz_n = -1;
 	uint64_t seed = 0;
-	bool bye = true;
+	bool bye = true, lock_on_signal = false;
 	char **raw = NULL, **refuse = NULL;
 	uint64_t *batch, pfns[4];
 	char *pages;
@@ -1083,8 +1099,8 @@ int main(int argc, char **argv)
 			bye = false;
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			seed = strtoull(argv[++i], NULL, 0);
-		else if (!strcmp(argv[i], "--touch-wait") && i + 1 < argc)
-			touch_wait = strtol(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--lock-on-signal"))
+			lock_on_signal = true;
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
 			seconds = strtol(argv[++i], NULL, 0);
 		else
@@ -1102,7 +1118,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (hold_mib > 0)
-		return hold(hold_mib, seconds, touch_wait);
+		return hold(hold_mib, seconds, lock_on_signal);
 	if (fuzz_n >= 0)
 		return fuzz(fuzz_n, seed, bye);
 	if (refuse)

@@ -201,9 +201,10 @@ raw 0 0 0 >/dev/null
 
 note "host memory"
 discarded=$(host_get discarded-frames)
-guest 'nohup /root/hostcheck --hold 512 --touch-wait 5 --seconds 60 >/tmp/hold.log 2>&1 &'
+guest 'nohup /root/hostcheck --hold 512 --lock-on-signal --seconds 60 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "hold 512 MiB: pages filled" wait_for 300 guest 'grep -q touched /tmp/hold.log'
 rss0=$(qemu_rss_kib)
+guest 'kill -USR2 $(cat /tmp/hold.pid)'
 check "hold 512 MiB: locked" wait_for 300 eval \
 	'[[ $(host_get locked-frames) == 131072 ]]'
 rss1=$(qemu_rss_kib)
