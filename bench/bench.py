@@ -10,10 +10,11 @@ QMP connection held open for the whole run (10 ms polls or faster).
 
 A and B run in one VMware-like guest that has the package installed: the
 driver is swapped between the DKMS copy and the kernel's own module (DKMS
-3.0 on bookworm leaves that one in place), so both see the same guest; a
-repeat runs every scenario with A, then with B. C needs a guest of its own
-(QEMU has one balloon handler), booted before the VMware-like one: only
-one guest runs at a time.
+3.0 on bookworm leaves that one in place), so both see the same guest. C
+needs a guest of its own (QEMU has one balloon handler). Both guests stay
+up, but only the one being measured runs: the other is paused (QMP
+`stop`), so it takes no CPU. Each repeat runs every scenario with each
+variant, in an order that rotates from one repeat to the next.
 
 Scenarios, in a 2 GiB guest:
   inflate   balloon 0 -> 1 GiB, the guest's free memory backed by the host
@@ -30,7 +31,9 @@ Scenarios, in a 2 GiB guest:
             5 s after the last change
 
 Per scenario: time to target (from sending `balloon` until the host holds
-the target: locked-frames for A and B, query-balloon's actual for C),
+the target: locked-frames for A and B, query-balloon's actual for C), and of
+that the time until the first pages are locked (the driver's poll
+interval shows here, and for B the allocation of the whole GiB too),
 hypercalls per GiB (the device's calls-* counters; n/a for C), the host RSS
 given back over the target and the RSS peak above the start (QEMU's
 /proc/PID/status), and guest CPU time (all CPUs' busy time in the guest's
@@ -114,17 +117,33 @@ class Run:
         self.guest = vmcli.Guest(name)
         self.sock, self.call = vmcli.qmp_session(self.guest)
         self.pid = self.guest.pid
+        self.open_shell()
+
+    def open_shell(self):
         self.shell = subprocess.Popen(self.guest.ssh_argv(["sh"]), stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True, bufsize=1)
 
-    def close(self):
+    def close_shell(self):
         try:
             self.shell.stdin.close()
             self.shell.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.shell.kill()
+
+    def close(self):
+        self.close_shell()
         self.call.stream.close()  # the socket stays open while its file is
         self.sock.close()
+
+    def pause(self):
+        """Stop the guest's CPUs while another variant is measured."""
+        # ssh's keepalive would give up on a guest paused for minutes
+        self.close_shell()
+        self.qmp("stop")
+
+    def resume(self):
+        self.qmp("cont")
+        self.open_shell()
 
     def qmp(self, command, **arguments):
         reply = self.call({"execute": command, "arguments": arguments})
@@ -215,8 +234,10 @@ class Run:
         time.sleep(0.5)  # what the host gives back at LOCK is gone by now
         rss1, cpu1, calls1 = self.rss_kib(), self.guest_cpu_ms(), self.hypercalls()
         moved_gib = abs(want - from_frames) * FRAME / GIB
+        moved_at = next((t for t, size, _ in samples if size != from_frames), None)
         result = {
             "time_ms": None if reached is None else reached * 1000,
+            "reaction_ms": None if moved_at is None else moved_at * 1000,
             "calls_per_gib": None if calls0 is None else (calls1 - calls0) / moved_gib,
             "cpu_ms_per_gib": (cpu1 - cpu0) / moved_gib,
             "rss_start_kib": rss0, "rss_end_kib": rss1,
@@ -391,6 +412,7 @@ def load_driver(run, variant, version):
 
 METRICS = [
     ("time_ms", "time to target (ms)", "{:.0f}"),
+    ("reaction_ms", "of which until the first pages are locked (ms)", "{:.0f}"),
     ("calls_per_gib", "hypercalls per GiB", "{:.0f}"),
     ("reclaimed_pct", "host RSS reclaimed (% of target)", "{:.1f}"),
     ("rss_peak_mib", "host RSS peak above start (MiB)", "{:.1f}"),
@@ -459,7 +481,9 @@ def report(results, meta, variants, scenarios):
                          f"{sum(r['steps'] for r in mv)} moving targets within their 2 s")
     if extra:
         lines += ["", "Moving target: " + "; ".join(extra) + " (a step not reached counts as 2000 ms)."]
-    lines += ["", "Time to target: from sending QMP `balloon` until the host holds the target "
+    lines += ["", "Each repeat runs A, B and C in turn (the order rotates); the guest not being "
+              "measured is paused (QMP `stop`).",
+              "", "Time to target: from sending QMP `balloon` until the host holds the target "
               "(A, B: the device's locked-frames; C: query-balloon's actual), polled over one QMP "
               "connection, 1 ms between samples (median sample interval: " +
               ", ".join(f"{v} {meta['poll_ms'].get(v, 0):.1f} ms" for v in variants) + "). "
@@ -575,35 +599,47 @@ def main():
                 for k, v in r.items() if k not in ("rss_start_kib", "rss_end_kib")))
             save_raw()  # a run cut short still leaves what it measured
 
-    guests = []
+    guests, runs = [], {}
     try:
         if "C" in variants:
             name = f"{args.prefix}-virtio"
             guests.append(name)
             vm("stop", name, "--kill", check=False)
             vm("start", name, "--plain", "--virtio-balloon", "--mem", f"{GUEST_MIB}M")
-            run = Run(name, virtio=True)
-            meta["kernel"] = run.ssh("uname -r")
-            if run.ssh("test -d /sys/module/virtio_balloon && echo y || echo n") != "y":
+            runs["C"] = Run(name, virtio=True)
+            meta["kernel"] = runs["C"].ssh("uname -r")
+            if runs["C"].ssh("test -d /sys/module/virtio_balloon && echo y || echo n") != "y":
                 raise RuntimeError("the plain guest has no virtio_balloon loaded")
-            for rep in range(args.repeats):
-                run_scenarios(run, "C", rep)
-            run.settle(0)
-            run.close()
-            vm("stop", name)
         ab = [v for v in variants if v in ("A0", "A", "B")]
         if ab:
+            if "C" in runs:
+                runs["C"].pause()
             name = f"{args.prefix}-vmw"
             guests.append(name)
             boot_vmware(name, deb, Path(args.deb_before).resolve() if args.deb_before else None)
-            run = Run(name, virtio=False)
-            meta["kernel"] = run.ssh("uname -r")
-            for rep in range(args.repeats):
-                for v in ab:
+            vmw = Run(name, virtio=False)
+            meta["kernel"] = vmw.ssh("uname -r")
+            for v in ab:
+                runs[v] = vmw
+        running = runs[ab[0]] if ab else runs["C"]
+        for rep in range(args.repeats):
+            # rotate the order, so that no variant always comes first
+            order = variants[rep % len(variants):] + variants[:rep % len(variants)]
+            for v in order:
+                run = runs[v]
+                if run is not running:
+                    running.pause()
+                    run.resume()
+                    running = run
+                if v != "C":
                     load_driver(run, v, version)
-                    run_scenarios(run, v, rep)
+                run_scenarios(run, v, rep)
+        for run in set(runs.values()):
+            if run is not running:
+                run.resume()
             run.settle(0)
             run.close()
+        for name in guests:
             vm("stop", name)
     finally:
         for name in guests:
