@@ -88,7 +88,7 @@ file_state() {
 # fuzz_rounds MINUTES: random calls against a sanitized QEMU, in rounds of
 # 50000, each under other host faults, until MINUTES have passed.
 fuzz_rounds() {
-	local until=$((SECONDS + $1 * 60)) round=0 calls=0 out rc model
+	local until round=0 calls=0 out rc model
 	local faults=("" "reset-every=13 refuse-every=7" "busy-every=5 refuse-every=3 refuse-status=6"
 		"fail-start=3 offered-capabilities=14" "refuse-every=2 refuse-status=2 offered-capabilities=42")
 	local f kv clean=1
@@ -97,6 +97,8 @@ fuzz_rounds() {
 		bail "build QEMU with AddressSanitizer and UBSan"
 	export VMB_QEMU
 	boot ""
+	# the clock starts now: building QEMU can take longer than the fuzz
+	until=$((SECONDS + $1 * 60))
 	while ((SECONDS < until)); do
 		round=$((round + 1))
 		f=${faults[round % ${#faults[@]}]}
@@ -118,6 +120,7 @@ fuzz_rounds() {
 		"$vm" qmp "$name" query-status | grep -q running || break
 	done
 	note "$round rounds, $calls random calls in $1 minutes"
+	check "fuzz: at least one round ran" test "$round" -gt 0
 	check "fuzz: QEMU is still running after $calls calls" eval 'qmp query-status | grep -q running'
 	check "fuzz: after every round the host held what its answers said, and took nothing else" \
 		test "$clean" = 1
