@@ -54,10 +54,12 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -359,9 +361,18 @@ def vm(*args, check=True):
 def boot_vmware(name, deb, deb_before=None):
     files = [str(deb)]
     if deb_before:
+        # the guest gets both files in one folder: two builds of one
+        # version share a file name
+        copy = Path(tempfile.mkdtemp(prefix="bench-before-")) / f"before-{deb_before.name}"
+        shutil.copyfile(deb_before, copy)
+        deb_before = copy
         files.append(str(deb_before))
     vm("stop", name, "--kill", check=False)
-    vm("start", name, "--mem", f"{GUEST_MIB}M", *[a for f in files for a in ("--file", f)])
+    try:
+        vm("start", name, "--mem", f"{GUEST_MIB}M", *[a for f in files for a in ("--file", f)])
+    finally:
+        if deb_before:
+            shutil.rmtree(deb_before.parent)
     guest = vmcli.Guest(name)
     if deb_before:
         # DKMS builds it; its module is kept, then replaced by the one under test
