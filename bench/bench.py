@@ -32,8 +32,9 @@ Scenarios, in a 2 GiB guest:
 
 Per scenario: time to target (from sending `balloon` until the host holds
 the target: locked-frames for A and B, query-balloon's actual for C), and of
-that the time until the first pages are locked (the driver's poll
-interval shows here, and for B the allocation of the whole GiB too),
+that the time until the host's count first changes (the driver's poll
+interval shows here; for B also the allocation of the whole GiB, which
+it locks at once),
 hypercalls per GiB (the device's calls-* counters; n/a for C), the host RSS
 given back over the target and the RSS peak above the start (QEMU's
 /proc/PID/status), and guest CPU time (all CPUs' busy time in the guest's
@@ -423,7 +424,7 @@ def load_driver(run, variant, version):
 
 METRICS = [
     ("time_ms", "time to target (ms)", "{:.0f}"),
-    ("reaction_ms", "of which until the first pages are locked (ms)", "{:.0f}"),
+    ("reaction_ms", "of which until the host's count first changes (ms)", "{:.0f}"),
     ("calls_per_gib", "hypercalls per GiB", "{:.0f}"),
     ("reclaimed_pct", "host RSS reclaimed (% of target)", "{:.1f}"),
     ("rss_peak_mib", "host RSS peak above start (MiB)", "{:.1f}"),
