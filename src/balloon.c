@@ -2,12 +2,14 @@
 /*
  * The balloon's policy, independent of any OS.
  *
- * Once a cycle (every second, or when the host rings the doorbell) the core
- * resets the connection if the host asked for it, fetches the target and
- * inflates or deflates towards it. This file decides how much, in which
- * page size, and what each of the host's answers means; protocol.c encodes
- * the commands and the OS glue behind os.h allocates and frees the pages.
- * Between cycles the OS may move a ballooned page with vmb_migrate().
+ * Once a cycle (every second, every 100 ms while the target moves, or when
+ * the host rings the doorbell) the core resets the connection if the host
+ * asked for it, fetches the target and inflates or deflates towards it;
+ * between cycles, a glance at the target starts one early if it moved.
+ * This file decides how much, in which page size, and what each of the
+ * host's answers means; protocol.c encodes the commands and the OS glue
+ * behind os.h allocates and frees the pages. Between cycles the OS may
+ * move a ballooned page with vmb_migrate().
  */
 #include "balloon.h"
 #include "os.h"
@@ -535,8 +537,9 @@ static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
  * @doorbell: the host rang the doorbell since the last cycle
  *
  * Resets the connection if needed, then fetches the target and moves the
- * balloon towards it. The OS glue runs this once a second, serialised with
- * everything else that touches @b.
+ * balloon towards it. The OS glue runs this at the interval
+ * vmb_poll_interval_ms() gives, serialised with everything else that
+ * touches @b.
  */
 void vmb_work(struct vmb_balloon *b, bool doorbell)
 {
@@ -570,6 +573,54 @@ void vmb_work(struct vmb_balloon *b, bool doorbell)
 unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
 {
 	return b->fast_polls ? VMB_POLL_FAST_MS : VMB_POLL_SLOW_MS;
+}
+
+/**
+ * vmb_glance() - a look at the target between two cycles
+ * @b: the balloon
+ *
+ * Asks the host for the target and, only if it moved, follows it as a
+ * cycle would. A balloon that merely falls short of an unchanged target
+ * waits for the next vmb_work(): memory is scarce then, and trying again
+ * sooner would not help. A connection that needs a reset waits for it too.
+ * Serialised like vmb_work().
+ *
+ * Return: true if the target moved (the OS should then ask
+ * vmb_poll_interval_ms() anew), false if only the target was asked.
+ */
+bool vmb_glance(struct vmb_balloon *b)
+{
+	u64 prev_target = b->target;
+
+	if (b->reset_required || !b->batch_max)
+		return false;
+	if (vmb_send_get_target(b) != VMB_SUCCESS || b->target == prev_target)
+		return false;
+
+	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
+	vmb_take_pressure(b);
+	vmb_change(b);
+	vmb_update_poll(b, prev_target);
+	return true;
+}
+
+/**
+ * vmb_glance_interval_ms() - when the OS may next run vmb_glance()
+ * @b: the balloon
+ *
+ * The OS runs the glance on a timer that does not wake an idle CPU, so
+ * that a settled balloon notices a new target sooner whenever the guest is
+ * busy, for no extra wakeup when it is idle.
+ *
+ * Return: VMB_POLL_GLANCE_MS while the balloon is settled on a working
+ * connection, else 0: no glance (the cycles poll fast enough, or there is
+ * nothing a glance could do).
+ */
+unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b)
+{
+	if (b->fast_polls || b->reset_required || !b->batch_max)
+		return 0;
+	return VMB_POLL_GLANCE_MS;
 }
 
 /**

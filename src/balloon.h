@@ -48,12 +48,15 @@
 #define VMB_BATCH_MAX_2M	32
 
 /*
- * Polling: once a second while the target stays put; every 100 ms for 3 s
- * after it moved (a host that moved it is likely to move it again).
+ * Polling: every 100 ms for 3 s after the target moved (a host that moved
+ * it is likely to move it again). Once it stays put, a cycle once a second
+ * and, in between, a glance at the target every 100 ms, which the OS runs
+ * only when the CPU is awake anyway: it costs a hypercall, never a wakeup.
  */
 #define VMB_POLL_SLOW_MS	1000
 #define VMB_POLL_FAST_MS	100
 #define VMB_POLL_FAST_CYCLES	30
+#define VMB_POLL_GLANCE_MS	100
 
 enum vmb_stat {
 	VMB_STAT_TIMER,		/* cycles run */
@@ -145,6 +148,8 @@ u64 vmb_effective_target(struct vmb_balloon *b);
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
 void vmb_pressure(struct vmb_balloon *b);
 unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b);
+bool vmb_glance(struct vmb_balloon *b);
+unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b);
 
 /**
  * enum vmb_migrate_result - what vmb_migrate() did

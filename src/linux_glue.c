@@ -60,7 +60,9 @@ MODULE_PARM_DESC(vmwballoon_oom_enable,
  * @batch_page: the page the batched commands carry
  * @lock: serialises the core: the worker, migration and unload (debugfs
  *	reads the statistics without it)
- * @dwork: the once-a-second worker
+ * @dwork: the worker that runs the cycles
+ * @glance_dwork: the worker that glances at the target between cycles, on
+ *	a deferrable timer
  * @debugfs: the vmmemctl statistics file
  * @stopping: unload has begun; the worker must not run or requeue
  * @doorbell_rung: the host rang the doorbell since the last cycle
@@ -78,6 +80,7 @@ struct vmw_balloon {
 	struct page *batch_page;
 	struct mutex lock;		/* serialises the core */
 	struct delayed_work dwork;
+	struct delayed_work glance_dwork;
 	struct dentry *debugfs;
 	bool stopping;
 	atomic_t doorbell_rung;
@@ -379,31 +382,71 @@ static int vmw_balloon_oom_notify(struct notifier_block *nb,
 	return NOTIFY_OK;
 }
 
+/*
+ * Queue the next cycle, and the glance before it if the core wants one.
+ * Under vb->lock, so that unload, once it has set vb->stopping, can cancel
+ * both for good.
+ */
+static void vmw_balloon_schedule(struct vmw_balloon *vb)
+{
+	unsigned int ms = vmb_poll_interval_ms(&vb->core);
+	unsigned int glance_ms = vmb_glance_interval_ms(&vb->core);
+	unsigned long delay = msecs_to_jiffies(ms);
+
+	/* settled: on a whole second, with the rest of the system's timers */
+	if (ms >= MSEC_PER_SEC)
+		delay = round_jiffies_relative(delay);
+	/* freezable: the balloon sleeps while the system suspends */
+	mod_delayed_work(system_freezable_wq, &vb->dwork, delay);
+	if (glance_ms)
+		mod_delayed_work(system_freezable_wq, &vb->glance_dwork,
+				 msecs_to_jiffies(glance_ms));
+	else
+		cancel_delayed_work(&vb->glance_dwork);
+}
+
 /* One cycle of the core, then the next one when the core says. */
 static void vmw_balloon_work(struct work_struct *work)
 {
 	struct vmw_balloon *vb = container_of(to_delayed_work(work),
 					      struct vmw_balloon, dwork);
-	unsigned long delay;
-	unsigned int ms;
 
 	mutex_lock(&vb->lock);
-	if (vb->stopping) {
-		mutex_unlock(&vb->lock);
-		return;
+	if (!vb->stopping) {
+		WRITE_ONCE(vb->cycle_task, current);
+		vmb_work(&vb->core, atomic_xchg(&vb->doorbell_rung, 0));
+		WRITE_ONCE(vb->cycle_task, NULL);
+		vmw_balloon_schedule(vb);
 	}
-	WRITE_ONCE(vb->cycle_task, current);
-	vmb_work(&vb->core, atomic_xchg(&vb->doorbell_rung, 0));
-	WRITE_ONCE(vb->cycle_task, NULL);
-	ms = vmb_poll_interval_ms(&vb->core);
 	mutex_unlock(&vb->lock);
+}
 
-	/* settled: on a whole second, with the rest of the system's timers */
-	delay = msecs_to_jiffies(ms);
-	if (ms >= MSEC_PER_SEC)
-		delay = round_jiffies_relative(delay);
-	/* freezable: the balloon sleeps while the system suspends */
-	queue_delayed_work(system_freezable_wq, &vb->dwork, delay);
+/*
+ * Its timer is deferrable: it fires when the CPU wakes for something else,
+ * never waking an idle one. The cycle's own timer still runs once a second.
+ */
+static void vmw_balloon_glance_work(struct work_struct *work)
+{
+	struct vmw_balloon *vb = container_of(to_delayed_work(work),
+					      struct vmw_balloon,
+					      glance_dwork);
+	unsigned int ms;
+	bool moved;
+
+	mutex_lock(&vb->lock);
+	if (!vb->stopping) {
+		WRITE_ONCE(vb->cycle_task, current);
+		moved = vmb_glance(&vb->core);
+		WRITE_ONCE(vb->cycle_task, NULL);
+		ms = vmb_glance_interval_ms(&vb->core);
+		if (moved)
+			vmw_balloon_schedule(vb);
+		else if (ms)
+			queue_delayed_work(system_freezable_wq,
+					   &vb->glance_dwork,
+					   msecs_to_jiffies(ms));
+	}
+	mutex_unlock(&vb->lock);
 }
 
 static void vmw_balloon_emit_line(void *ctx, const char *line)
@@ -463,6 +506,7 @@ static int __init vmw_balloon_init(void)
 	}
 	mutex_init(&vb->lock);
 	INIT_DELAYED_WORK(&vb->dwork, vmw_balloon_work);
+	INIT_DEFERRABLE_WORK(&vb->glance_dwork, vmw_balloon_glance_work);
 #if VMB_HAVE_DOORBELL
 	vb->doorbell = VMCI_INVALID_HANDLE;
 #endif
@@ -514,6 +558,7 @@ static void __exit vmw_balloon_exit(void)
 	vmb_stop_doorbell(&vb->core);
 	mutex_unlock(&vb->lock);
 	cancel_delayed_work_sync(&vb->dwork);
+	cancel_delayed_work_sync(&vb->glance_dwork);
 
 	/*
 	 * Pages that compaction holds come back (migration refuses them now)

@@ -665,6 +665,57 @@ static void test_poll_interval(void)
 	shutdown_and_check(s, "poll");
 }
 
+/*
+ * A glance between cycles: one GET_TARGET while settled, a cycle's work
+ * only if the target moved, and never a retry of a failed allocation.
+ */
+static void test_glance(void)
+{
+	struct sim *s = setup(0x06);
+	u64 gets, locks;
+
+	s->fail_4k_after = 1000;
+	sim_cycle(s);
+	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
+	       "glance: wanted while settled");
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	locks = lock_calls(s);
+	tap_eq(vmb_glance(&s->b), false, "glance: the target did not move");
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets + 1,
+	       "glance: one GET_TARGET");
+	tap_eq(lock_calls(s), locks, "glance: nothing locked");
+
+	s->host.target = 1000;
+	tap_eq(vmb_glance(&s->b), true, "glance: the target moved");
+	tap_eq(s->b.size, 1000, "glance: followed the new target");
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "glance: fast cycles follow");
+	tap_eq(vmb_glance_interval_ms(&s->b), 0,
+	       "glance: none while the cycles poll fast");
+	check_consistent(s, "glance");
+
+	/* short of an unchanged target: only the next cycle tries again */
+	s->host.target = 2000;
+	sim_cycle(s);
+	tap_eq(s->b.size, 1000, "glance: allocation failed in the cycle");
+	locks = lock_calls(s);
+	tap_eq(vmb_glance(&s->b), false, "glance: still short, target unchanged");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_ALLOC_FAIL][VMB_PAGE_4K], 1,
+	       "glance: no allocation retried");
+	tap_eq(lock_calls(s), locks, "glance: nothing locked while short");
+	shutdown_and_check(s, "glance");
+
+	/* a host that grants no locking: nothing a glance could do */
+	s = setup(0x00);
+	sim_cycle(s);
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	tap_eq(vmb_glance_interval_ms(&s->b), 0, "glance: none without locking");
+	tap_eq(vmb_glance(&s->b), false, "glance: refused without locking");
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets,
+	       "glance: no command without locking");
+	shutdown_and_check(s, "glance, no locking");
+}
+
 /* The first failed allocation ends the cycle. */
 static void test_alloc_failure(void)
 {
@@ -1212,6 +1263,7 @@ int main(void)
 	test_alloc_failure();
 	test_2m_batch_size();
 	test_poll_interval();
+	test_glance();
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_doorbell();
