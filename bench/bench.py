@@ -27,8 +27,9 @@ Scenarios, in a 2 GiB guest:
             whose pages stay dirty in the page cache
   moving    the target moves every 2 s for a minute (the same sequence
             for all)
-  idle      what a settled balloon costs: hypercalls per second over 10 s,
-            5 s after the last change
+  idle      what a settled balloon costs over 10 s, 5 s after the last
+            change: hypercalls, guest CPU and the guest's timer interrupts
+            (how often its CPUs woke) per second
 
 Per scenario: time to target (from sending `balloon` until the host holds
 the target: locked-frames for A and B, query-balloon's actual for C), and of
@@ -316,14 +317,22 @@ class Run:
                      "sync; echo 3 > /proc/sys/vm/drop_caches")
         return r
 
+    def timer_interrupts(self):
+        """Local timer interrupts of all the guest's CPUs: how often they woke."""
+        return int(self.sh("awk '$1 == \"LOC:\" {n = 0; for (i = 2; i <= NF && $i ~ /^[0-9]+$/; i++) "
+                           "n += $i; print n}' /proc/interrupts"))
+
     def scenario_idle(self, trace):
         self.settle(512)
         time.sleep(5)
-        calls0, cpu0, t0 = self.hypercalls(), self.guest_cpu_ms(), time.monotonic()
+        calls0, cpu0, loc0 = self.hypercalls(), self.guest_cpu_ms(), self.timer_interrupts()
+        t0 = time.monotonic()
         time.sleep(IDLE_S)
-        calls1, cpu1, t1 = self.hypercalls(), self.guest_cpu_ms(), time.monotonic()
+        calls1, cpu1, loc1 = self.hypercalls(), self.guest_cpu_ms(), self.timer_interrupts()
+        t1 = time.monotonic()
         return {"idle_calls_per_s": None if calls0 is None else (calls1 - calls0) / (t1 - t0),
-                "idle_cpu_ms_per_s": (cpu1 - cpu0) / (t1 - t0)}
+                "idle_cpu_ms_per_s": (cpu1 - cpu0) / (t1 - t0),
+                "idle_wakeups_per_s": (loc1 - loc0) / (t1 - t0)}
 
     def scenario_moving(self, trace):
         self.settle(0)
@@ -446,6 +455,7 @@ METRICS = [
     ("mean_gap_mib", "mean distance from target (MiB)", "{:.0f}"),
     ("idle_calls_per_s", "hypercalls per second", "{:.2f}"),
     ("idle_cpu_ms_per_s", "guest CPU per second (ms)", "{:.0f}"),
+    ("idle_wakeups_per_s", "guest timer interrupts per second", "{:.1f}"),
 ]
 
 
