@@ -4,11 +4,12 @@
 # inflation, a storm of them while the target moves), START failing, BUSY
 # answers, refused pages, every capability set a host may grant (and a
 # protocol-v2 host, in a second, short boot), targets beyond the guest's
-# RAM, rmmod/modprobe cycles with a full balloon, suspend to RAM and QEMU
-# stop/cont. Every case ends with the same checks (end_case): the host
-# holds exactly the driver's balloon, the balloon deflates to 0 and gives
-# the guest its memory back (MemAvailable within 1% of the case's start),
-# dmesg is clean, no OOM kill happened and the guest still answers.
+# RAM, rmmod/modprobe cycles with a full balloon, suspend to RAM, QEMU
+# stop/cont and migration to a file and back. Every case ends with the
+# same checks (end_case): the host holds exactly the driver's balloon, the
+# balloon deflates to 0 and gives the guest its memory back (MemAvailable
+# within 1% of the case's start), dmesg is clean, no OOM kill happened and
+# the guest still answers.
 #
 #   tests/guest/reliability.sh [--long] [SUITE]
 #
@@ -19,7 +20,7 @@
 #       10 times; BUSY answers; PPN_PINNED on every 7th page; every page
 #       refused; capabilities 0x00 and 0x0a; a target of all ones; a new
 #       target every second for 20 s; 10 rmmod/modprobe cycles; suspend to
-#       RAM; stop/cont;
+#       RAM; stop/cont; migration to a file, restored in a new QEMU;
 #   long (`make check-long`, step guest-reliability-long): RESET on every
 #       7th command for 3 minutes; a new target every second for 2
 #       minutes; 200 rmmod/modprobe cycles; PPN_INVALID and PPN_NOTNEEDED
@@ -443,6 +444,39 @@ if in_tier ci; then
 	check_eq "stop: nothing moves while QEMU is stopped" "$(host_get locked-frames)" "$half_gib"
 	"$vm" qmp "$GUEST" cont >/dev/null
 	check "cont: the balloon moves on to 768 MiB" wait_for 60 host_locked_is $((768 * mib))
+	end_case
+fi
+
+# --- 7. migration to a file and back, in a new QEMU ---------------------
+
+migration_status_is() {
+	"$vm" qmp "$GUEST" query-migrate | grep -Eq "\"status\": \"($1)\""
+}
+
+if in_tier ci; then
+	begin_case "migration to a file and back with 512 MiB inflated"
+	host_set target-frames "$half_gib"
+	wait_for 60 host_locked_is "$half_gib" || note "the balloon did not fill"
+	granted=$(host_get granted-capabilities)
+	faults_before=$(($(faults_now) - faults0)) # the new QEMU counts from 0
+	state=${VMB_RUN_DIR:-/tmp/vmb-run}/$GUEST.migration
+	rm -f "$state"
+	"$vm" qmp "$GUEST" stop >/dev/null
+	"$vm" qmp "$GUEST" migrate "{\"uri\": \"exec:cat > $state\"}" >/dev/null
+	wait_for 600 migration_status_is "completed|failed"
+	check "migration: QMP migrate to a file completed" migration_status_is completed
+	"$vm" stop "$GUEST" --kill >&2
+	"$vm" start "$GUEST" --incoming "$state" >&2 || bail "the migrated guest did not come back in a new QEMU"
+	rm -f "$state"
+	faults0=$(($(faults_now) - faults_before))
+	check_eq "migration: the new host holds the balloon's frames" "$(host_get locked-frames)" "$half_gib"
+	check_eq "migration: and knows what it granted" "$(host_get granted-capabilities)" "$granted"
+	check_eq "migration: and released their memory again" "$(host_get discarded-frames)" "$half_gib"
+	check "migration: the driver agrees with the new host" wait_for 60 host_and_driver_agree
+	host_set target-frames $((768 * mib))
+	check "migration: the balloon inflates to 768 MiB afterwards" wait_for 120 host_locked_is $((768 * mib))
+	host_set target-frames $((256 * mib))
+	check "migration: and deflates to 256 MiB" wait_for 120 host_locked_is $((256 * mib))
 	end_case
 fi
 
