@@ -246,11 +246,7 @@ guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo
 check "hold 64 MiB: locked" wait_for 300 host_locked_is 16384
 granted=$(host_get granted-capabilities)
 state=$run_dir/$name.migration
-rm -f "$state"
-qmp stop >/dev/null
-qmp migrate "{\"uri\": \"exec:cat > $state\"}" >/dev/null
-wait_for 600 eval 'qmp query-migrate | grep -Eq "\"status\": \"(completed|failed)\""'
-check "QMP migrate to a file completed" eval 'qmp query-migrate | grep -q "\"status\": \"completed\""'
+check "QMP migrate to a file completed" migrate_to_file "$state"
 "$vm" stop "$name" --kill >&2
 "$vm" start "$name" --incoming "$state" >&2 || bail "restore the guest with -incoming"
 # the new QEMU's log limit starts afresh: count its lines only

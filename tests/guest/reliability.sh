@@ -449,10 +449,6 @@ fi
 
 # --- 7. migration to a file and back, in a new QEMU ---------------------
 
-migration_status_is() {
-	"$vm" qmp "$GUEST" query-migrate | grep -Eq "\"status\": \"($1)\""
-}
-
 if in_tier ci; then
 	begin_case "migration to a file and back with 512 MiB inflated"
 	host_set target-frames "$half_gib"
@@ -460,11 +456,7 @@ if in_tier ci; then
 	granted=$(host_get granted-capabilities)
 	faults_before=$(($(faults_now) - faults0)) # the new QEMU counts from 0
 	state=${VMB_RUN_DIR:-/tmp/vmb-run}/$GUEST.migration
-	rm -f "$state"
-	"$vm" qmp "$GUEST" stop >/dev/null
-	"$vm" qmp "$GUEST" migrate "{\"uri\": \"exec:cat > $state\"}" >/dev/null
-	wait_for 600 migration_status_is "completed|failed"
-	check "migration: QMP migrate to a file completed" migration_status_is completed
+	check "migration: QMP migrate to a file completed" migrate_to_file "$state"
 	"$vm" stop "$GUEST" --kill >&2
 	"$vm" start "$GUEST" --incoming "$state" >&2 || bail "the migrated guest did not come back in a new QEMU"
 	rm -f "$state"

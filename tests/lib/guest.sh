@@ -135,6 +135,20 @@ wait_for() {
 	done
 }
 
+# migrate_to_file FILE: stop $GUEST and save its whole state to FILE (QMP
+# migrate to "exec:cat > FILE"), for `vm start --incoming FILE`; succeeds
+# when QEMU says the migration completed
+migrate_to_file() {
+	rm -f "$1"
+	"$vm" qmp "$GUEST" stop >/dev/null
+	"$vm" qmp "$GUEST" migrate "{\"uri\": \"exec:cat > $1\"}" >/dev/null
+	wait_for 600 migration_status_is "completed|failed"
+	migration_status_is completed
+}
+migration_status_is() {
+	"$vm" qmp "$GUEST" query-migrate | grep -Eq "\"status\": \"($1)\""
+}
+
 host_locked_is() {
 	[[ $(host_get locked-frames) == "$1" ]]
 }
