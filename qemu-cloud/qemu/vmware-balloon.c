@@ -113,9 +113,13 @@
  *     the file's contents again.  Shared RAM (share=on, memfd) is the
  *     guest's own, and is discarded like anonymous RAM, as virtio-balloon
  *     does.
- *   - START forgets every lock.  A guest reset (system_reset) forgets every
- *     lock and the grant but keeps the target.  Suspend to RAM and the
- *     wake-up (system_wakeup) keep everything: the guest kept its memory.
+ *   - START forgets every lock.  A guest reset (system_reset, and any
+ *     reset but the wake-up one) forgets every lock and the grant but keeps
+ *     the target.  Suspend to RAM and the wake-up (system_wakeup, a reset
+ *     of type RESET_TYPE_WAKEUP) keep everything: the guest kept its
+ *     memory.  A suspended guest migrates as such, and its wake-up on the
+ *     new host is that same kind of reset, so nothing about sleep needs to
+ *     travel.
  *   - What a guest gets wrong (bad batch pages, invalid entries, ...) is
  *     logged as a guest error (-d guest_errors), host memory it fails to
  *     release as a warning; both at most 10 messages a minute, so that a
@@ -154,6 +158,7 @@
 #include "qapi/qapi-types-machine.h"
 #include "hw/isa/isa.h"
 #include "hw/qdev-properties.h"
+#include "hw/resettable.h"
 #include "hw/boards.h"
 #include "hw/mem/pc-dimm.h"
 #include "qemu/timer.h"
@@ -161,10 +166,9 @@
 #include "migration/vmstate.h"
 #include "migration/misc.h"
 #include "migration/qemu-file-types.h"
-#include "sysemu/balloon.h"
-#include "sysemu/hostmem.h"
-#include "sysemu/hw_accel.h"
-#include "sysemu/runstate.h"
+#include "system/balloon.h"
+#include "system/hostmem.h"
+#include "system/hw_accel.h"
 #include "exec/address-spaces.h"
 #include "exec/cpu-common.h"
 #include "exec/memory.h"
@@ -284,9 +288,6 @@ struct VMBalloonState {
 
     MemoryRegion io;
     bool handler_registered;
-    Notifier suspend_notifier;
-    Notifier wakeup_notifier;
-    bool asleep;                /* the guest is in S3: its RAM is kept */
 
     /* set at creation */
     uint32_t capabilities;
@@ -1087,23 +1088,6 @@ static void vmb_instance_finalize(Object *obj)
     g_hash_table_destroy(s->no_discard);
 }
 
-static void vmb_suspended(Notifier *notifier, void *data)
-{
-    VMBalloonState *s = container_of(notifier, VMBalloonState,
-                                     suspend_notifier);
-
-    s->asleep = true;
-}
-
-/* QEMU resets the devices first, then tells the wake-up notifiers. */
-static void vmb_woken(Notifier *notifier, void *data)
-{
-    VMBalloonState *s = container_of(notifier, VMBalloonState,
-                                     wakeup_notifier);
-
-    s->asleep = false;
-}
-
 static void vmb_realize(DeviceState *dev, Error **errp)
 {
     VMBalloonState *s = VMWARE_BALLOON(dev);
@@ -1120,11 +1104,6 @@ static void vmb_realize(DeviceState *dev, Error **errp)
     }
     s->handler_registered = true;
 
-    s->suspend_notifier.notify = vmb_suspended;
-    qemu_register_suspend_notifier(&s->suspend_notifier);
-    s->wakeup_notifier.notify = vmb_woken;
-    qemu_register_wakeup_notifier(&s->wakeup_notifier);
-
     memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
                           TYPE_VMWARE_BALLOON, VMB_IO_SIZE);
     isa_register_ioport(ISA_DEVICE(dev), &s->io, VMB_PORT);
@@ -1137,23 +1116,23 @@ static void vmb_unrealize(DeviceState *dev)
     if (s->handler_registered) {
         qemu_remove_balloon_handler(s);
         s->handler_registered = false;
-        notifier_remove(&s->suspend_notifier);
-        notifier_remove(&s->wakeup_notifier);
     }
     vmb_forget_locks(s);
 }
 
 /*
- * Guest reset: the guest forgot its balloon, so does the host.  A wake-up
- * from suspend to RAM resets the machine's devices too, but the guest
- * kept its RAM and its driver its balloon: that reset changes nothing.
+ * Guest reset: the guest forgot its balloon, so does the host.  The
+ * wake-up from suspend to RAM resets the machine's devices too
+ * (RESET_TYPE_WAKEUP), but the guest kept its RAM and its driver its
+ * balloon: that reset changes nothing.  Every other kind (a cold reset,
+ * the reset before loadvm) forgets every lock.  All of it is the device's
+ * own state, so it happens in the enter phase.
  */
-static void vmb_reset(DeviceState *dev)
+static void vmb_reset_enter(Object *obj, ResetType type)
 {
-    VMBalloonState *s = VMWARE_BALLOON(dev);
+    VMBalloonState *s = VMWARE_BALLOON(obj);
 
-    if (s->asleep) {
-        s->asleep = false;
+    if (type == RESET_TYPE_WAKEUP) {
         return;
     }
     vmb_forget_locks(s);
@@ -1323,23 +1302,6 @@ static int vmb_post_load(void *opaque, int version_id)
     return 0;
 }
 
-static bool vmb_asleep_needed(void *opaque)
-{
-    return ((VMBalloonState *)opaque)->asleep;
-}
-
-/* Only a guest in S3 sends it, so that its wake-up keeps the balloon. */
-static const VMStateDescription vmb_vmstate_asleep = {
-    .name = TYPE_VMWARE_BALLOON "/asleep",
-    .version_id = 1,
-    .minimum_version_id = 1,
-    .needed = vmb_asleep_needed,
-    .fields = (VMStateField[]) {
-        VMSTATE_BOOL(asleep, VMBalloonState),
-        VMSTATE_END_OF_LIST()
-    },
-};
-
 /*
  * The protocol state travels whole, so that a guest does not notice the
  * move: see "Migration" at the top of this file.  Counters and fault
@@ -1347,10 +1309,10 @@ static const VMStateDescription vmb_vmstate_asleep = {
  */
 static const VMStateDescription vmb_vmstate = {
     .name = TYPE_VMWARE_BALLOON,
-    .version_id = 1,
+    .version_id = 2,
     .minimum_version_id = 1,
     .post_load = vmb_post_load,
-    .fields = (VMStateField[]) {
+    .fields = (const VMStateField[]) {
         VMSTATE_UINT32(granted, VMBalloonState),
         VMSTATE_BOOL(reset_pending, VMBalloonState),
         VMSTATE_UINT64(target_frames, VMBalloonState),
@@ -1362,26 +1324,22 @@ static const VMStateDescription vmb_vmstate = {
         VMSTATE_VMB_FRAMES(heads),
         VMSTATE_END_OF_LIST()
     },
-    .subsections = (const VMStateDescription * []) {
-        &vmb_vmstate_asleep,
-        NULL
-    },
 };
 
-static Property vmb_properties[] = {
+static const Property vmb_properties[] = {
     DEFINE_PROP_UINT32("capabilities", VMBalloonState, capabilities,
                        VMB_CAP_DEFAULT),
     DEFINE_PROP_BOOL("legacy", VMBalloonState, legacy, false),
-    DEFINE_PROP_END_OF_LIST(),
 };
 
 static void vmb_class_init(ObjectClass *klass, void *data)
 {
     DeviceClass *dc = DEVICE_CLASS(klass);
+    ResettableClass *rc = RESETTABLE_CLASS(klass);
 
     dc->realize = vmb_realize;
     dc->unrealize = vmb_unrealize;
-    dc->reset = vmb_reset;
+    rc->phases.enter = vmb_reset_enter;
     dc->vmsd = &vmb_vmstate;
     dc->desc = "VMware memory balloon (hypervisor side, port 0x5670)";
     set_bit(DEVICE_CATEGORY_MISC, dc->categories);
