@@ -1,13 +1,22 @@
 #!/bin/bash
 # Build, or reuse from the cache, a qemu-system-x86_64 that has the
 # project's vmware-balloon device (the hypervisor side of the VMware balloon
-# protocol).  The QEMU is Debian bookworm's qemu source (7.2, with Debian's
-# patches) plus the files of this folder:
+# protocol).  The QEMU is Debian's qemu 10.0 source (with Debian's patches),
+# built on Debian 12, plus the files of this folder:
 #   *.c *.h   device sources, copied into hw/i386/
 #   *.patch   applied with patch -p1 --fuzz=0 (hooks the device into
 #             Kconfig/meson); a patch that no longer applies exactly fails
 # and the protocol's numbers, src/wire.h, shared with the guest driver and
 # copied in as hw/i386/vmware-balloon-wire.h.
+#
+# The source is the newest 10.0.x that trixie (trixie, trixie-updates,
+# trixie-security) or bookworm-backports has: trixie's 1:10.0.13+ds-0+deb13u1
+# when this was written.  bookworm-backports' 1:10.0.2+ds-2+deb13u1~bpo12+1
+# is the same upstream series built for Debian 12; it can be asked for with
+# VMB_QEMU_DEBIAN_VERSION if the mirror has its files (deb.debian.org had
+# only its .orig.tar.xz then).  Both need meson >= 1.5, which Debian 12 has
+# only in bookworm-backports (installed from there), and Debian's "+ds"
+# tarball carries no meson wheel of its own.
 #
 # Prints the binary's absolute path as the last line of stdout; progress goes
 # to stderr.  The binary looks for firmware in /usr/share/qemu,
@@ -25,7 +34,8 @@
 # Environment:
 #   VMB_CACHE_DIR            cache root (see above)
 #   VMB_QEMU_DEBIAN_VERSION  build this Debian version of qemu (e.g.
-#                            1:7.2+dfsg-7+deb12u18); default: the newest
+#                            1:10.0.13+ds-0+deb13u1); default: the newest
+#                            10.0.x
 #   VMB_QEMU_REFRESH=1       ask the archive for the newest version even if
 #                            a cached build exists
 #   VMB_DEBIAN_MIRROR, VMB_DEBIAN_SECURITY   archive URLs
@@ -44,7 +54,9 @@ want_version=${VMB_QEMU_DEBIAN_VERSION:-}
 refresh=${VMB_QEMU_REFRESH:-0}
 mirror=${VMB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${VMB_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
-suite=bookworm
+suites=(trixie trixie-updates bookworm-backports)
+security_suite=trixie-security
+series=10.0
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 firmware_path=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 binary_name=qemu-system-x86_64
@@ -134,8 +146,10 @@ trap 'on_signal 129' HUP
 start_time=$SECONDS
 
 log "checking build dependencies"
+# configure runs meson from a venv of Debian's python3 (python3-venv).
 "$repo/tests/lib/need-packages" build-essential dpkg-dev patch python3 \
-	meson ninja-build pkg-config libglib2.0-dev libpixman-1-dev \
+	python3-venv 'meson>=1.5/bookworm-backports' ninja-build pkg-config \
+	libglib2.0-dev libpixman-1-dev \
 	libslirp-dev libfdt-dev zlib1g-dev debian-archive-keyring \
 	seabios ipxe-qemu qemu-system-data >&2
 
@@ -143,11 +157,12 @@ log "checking build dependencies"
 apt_dir=$work/apt
 mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" \
 	"$apt_dir/parts"
-cat >"$apt_dir/sources.list" <<EOF
-deb-src [signed-by=$keyring] $mirror $suite main
-deb-src [signed-by=$keyring] $mirror $suite-updates main
-deb-src [signed-by=$keyring] $security $suite-security main
-EOF
+{
+	for suite in "${suites[@]}"; do
+		echo "deb-src [signed-by=$keyring] $mirror $suite main"
+	done
+	echo "deb-src [signed-by=$keyring] $security $security_suite main"
+} >"$apt_dir/sources.list"
 apt_opts=(
 	-o "Dir::Etc::SourceList=$apt_dir/sources.list"
 	-o "Dir::Etc::SourceParts=$apt_dir/parts"
@@ -159,13 +174,13 @@ apt_opts=(
 	-o "Acquire::Languages=none"
 )
 
-log "reading the $suite source lists"
+log "reading the source lists of ${suites[*]} $security_suite"
 run_step "$work/apt.log" apt-get "${apt_opts[@]}" -q update ||
 	{ cat "$work/apt.log" >&2; die "apt-get update failed"; }
 
 if [[ -z $want_version ]]; then
 	want_version=$(apt-cache "${apt_opts[@]}" showsrc --only-source qemu |
-		sed -n 's/^Version: //p' |
+		sed -n 's/^Version: //p' | { grep -E "^([0-9]+:)?${series//./\\.}[.+~]" || true; } |
 		{
 			best=
 			while read -r v; do
@@ -175,7 +190,7 @@ if [[ -z $want_version ]]; then
 			done
 			printf '%s\n' "$best"
 		})
-	[[ -n $want_version ]] || die "no qemu source package found in $suite"
+	[[ -n $want_version ]] || die "no qemu $series source package found in ${suites[*]}"
 fi
 log "Debian qemu source version: $want_version"
 
@@ -206,16 +221,23 @@ done
 
 jobs=${VMB_BUILD_JOBS:-$(nproc)}
 # --enable-fdt=system: x86_64-softmmu needs libfdt (microvm); Debian's
-# tarball has no bundled copy.
+# tarball has no bundled copy.  --disable-install-blobs: the "+ds" tarball
+# has no firmware blobs, which configure would otherwise ask for; the
+# binary uses Debian's (firmwarepath).  --python: Debian's python3, whose
+# meson configure finds, whatever python3 comes first in PATH.
+# --enable-kvm: compiled in (a few files more); TCG is what the tests run.
 # The prefix is never installed to.  It must not be /usr: QEMU rewrites
 # configured paths under its prefix relative to wherever the binary runs
 # from, and the firmware path must stay the absolute Debian folders.
 configure_args=(
+	--python=/usr/bin/python3
 	--prefix=/opt/vmw-balloon-qemu
 	--firmwarepath="$firmware_path"
 	--target-list=x86_64-softmmu
 	--without-default-features
+	--disable-install-blobs
 	--enable-tcg
+	--enable-kvm
 	--enable-slirp
 	--enable-fdt=system
 )
