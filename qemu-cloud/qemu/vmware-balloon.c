@@ -56,6 +56,16 @@
  *   fail-start      uint32 N: the next N START calls return FAILURE (-1);
  *                   after a failed START every other command returns RESET
  *                   until a START succeeds.
+ *   reset-at-locked uint64 N: the first LOCK command (single or batched)
+ *                   after which the host holds at least N 4 KiB frames
+ *                   locked (a 2 MiB entry counts 512) makes the host
+ *                   restart at that point, as reset-next does: every lock
+ *                   is forgotten, that command returns RESET (a batch
+ *                   stops there and gets no entry statuses written), and
+ *                   so does every command until the next START.  Then
+ *                   the property is back at 0 (one shot); 0 = off.  This
+ *                   puts a RESET at a fixed point of an inflation, however
+ *                   fast the driver is.
  *   Priority: pending RESET, reset-next, reset-every, busy-next, busy-every,
  *   then the command itself.
  *
@@ -328,6 +338,8 @@ struct VMBalloonState {
     uint32_t refuse_every;
     uint32_t refuse_status;
     uint32_t fail_start;
+    uint64_t reset_at_locked;   /* 0 = off */
+    bool restart_due;           /* reset_at_locked was reached, this call */
 
     /* the log rate limit, see vmb_log() */
     int64_t log_window_start;   /* QEMU_CLOCK_REALTIME, ms */
@@ -645,6 +657,10 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
                 s->locked_2m++;
             }
             vmb_discard(s, &sec, nframes);
+            if (s->reset_at_locked &&
+                s->locked_frames >= s->reset_at_locked) {
+                s->restart_due = true;
+            }
         }
     } else if (nframes == 1) {
         if (!held) {
@@ -672,6 +688,17 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
     return status;
 }
 
+/*
+ * reset-at-locked was reached by the lock just made: the host restarts
+ * right there (one shot), and the command that made it gets RESET.
+ */
+static uint32_t vmb_restart_at_locked(VMBalloonState *s)
+{
+    s->restart_due = false;
+    s->reset_at_locked = 0;
+    return vmb_host_restart(s);
+}
+
 static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
 {
     uint32_t status;
@@ -685,6 +712,9 @@ static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
         return VMB_ERROR_PPN_INVALID;
     }
     status = vmb_frame_op(s, c->arg1, 1, lock);
+    if (s->restart_due) {
+        return vmb_restart_at_locked(s);
+    }
     if (status == VMB_ERROR_PPN_INVALID) {
         vmb_log(s, true, "%s of PFN %#" PRIx64 ": PPN_INVALID (not ordinary "
                 "guest RAM, or part of a 2 MiB lock)",
@@ -741,6 +771,10 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
         } else {
             status = vmb_frame_op(s, entry >> VMB_FRAME_SHIFT,
                                   huge ? VMB_2M_FRAMES : 1, lock);
+        }
+        if (s->restart_due) {
+            /* the host restarts mid-batch: no statuses are written */
+            return vmb_restart_at_locked(s);
         }
         invalid += status == VMB_ERROR_PPN_INVALID;
         entry = (entry & ~VMB_ENTRY_STATUS_MASK) | (status & VMB_ENTRY_STATUS_MASK);
@@ -1043,6 +1077,8 @@ static void vmb_instance_init(Object *obj)
     object_property_add(obj, "refuse-status", "uint32", vmb_get_refuse_status,
                         vmb_set_refuse_status, NULL, NULL);
     object_property_add_uint32_ptr(obj, "fail-start", &s->fail_start, rw);
+    object_property_add_uint64_ptr(obj, "reset-at-locked",
+                                   &s->reset_at_locked, rw);
 
     object_property_add_uint64_ptr(obj, "locked-frames", &s->locked_frames,
                                    ro);

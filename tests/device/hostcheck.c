@@ -29,6 +29,13 @@
  *       process's memory before any lock however slow the machine is.
  *       For watching that memory fall, and for keeping frames locked
  *       across a migration.
+ *   hostcheck --lock-singly N
+ *       START, then lock N of this process's own pages one single LOCK at
+ *       a time.  At the first status that is not SUCCESS, print
+ *       "hostcheck: lock K of N: status S" and stop there (no unlock, no
+ *       goodbye: for the host's reset-at-locked, whose RESET means it
+ *       forgot the locks).  If all succeed, print "hostcheck: locked N of
+ *       N singly", unlock them and say goodbye with START(0).
  *   hostcheck --refused PFN N
  *       frames [PFN, PFN + N) are memory the host must refuse to take
  *       (shared memory, NVDIMM, ...): every way of locking them gets
@@ -784,6 +791,31 @@ static int hold(long mib, long seconds, bool lock_on_signal)
 	return 0;
 }
 
+static int lock_singly(long n)
+{
+	char *mem = own_pages(n);
+	uint32_t st;
+	long i;
+
+	if (!(start(VMB_CAPS_ALL) & VMB_CAP_BASIC)) {
+		fprintf(stderr, "hostcheck: START granted nothing\n");
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		st = cmd(VMB_CMD_LOCK, pfn_of(mem + i * PAGE), 0, NULL, NULL);
+		if (st != VMB_SUCCESS) {
+			printf("hostcheck: lock %ld of %ld: status %#x\n", i + 1,
+			       n, st);
+			return 0;
+		}
+	}
+	printf("hostcheck: locked %ld of %ld singly\n", n, n);
+	for (i = 0; i < n; i++)
+		cmd(VMB_CMD_UNLOCK, pfn_of(mem + i * PAGE), 0, NULL, NULL);
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+	return 0;
+}
+
 /* Frames [first, first + n) must never be taken by the host. */
 static int refused(uint64_t first, uint64_t n)
 {
@@ -1066,13 +1098,14 @@ static void usage(void)
 		"       hostcheck --call CMD ARG1 ARG2\n"
 		"       hostcheck --fuzz N [--seed S] [--no-bye]\n"
 		"       hostcheck --hold MIB [--seconds S] [--lock-on-signal]\n"
+		"       hostcheck --lock-singly N\n"
 		"       hostcheck --refused PFN N\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	long hold_mib = -1, seconds = 0, fuzz_n = -1;
+	long hold_mib = -1, seconds = 0, fuzz_n = -1, singly = -1;
 	uint64_t seed = 0;
 	bool bye = true, lock_on_signal = false;
 	char **raw = NULL, **refuse = NULL;
@@ -1101,6 +1134,8 @@ int main(int argc, char **argv)
 			seed = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--lock-on-signal"))
 			lock_on_signal = true;
+		else if (!strcmp(argv[i], "--lock-singly") && i + 1 < argc)
+			singly = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
 			seconds = strtol(argv[++i], NULL, 0);
 		else
@@ -1121,6 +1156,8 @@ int main(int argc, char **argv)
 		return hold(hold_mib, seconds, lock_on_signal);
 	if (fuzz_n >= 0)
 		return fuzz(fuzz_n, seed, bye);
+	if (singly > 0)
+		return lock_singly(singly);
 	if (refuse)
 		return refused(strtoull(refuse[0], NULL, 0),
 			       strtoull(refuse[1], NULL, 0));

@@ -3,7 +3,8 @@
 # a guest booted with qemu-cloud/vm, and print TAP.
 #
 #   tests/device/run.sh          two guests.  One: hostcheck, targets (QMP
-#                                and 64-bit), fault injection, host memory
+#                                and 64-bit), fault injection (reset-at-
+#                                locked among them), host memory
 #                                released, suspend to RAM and wake-up,
 #                                reboot, migration to a file and
 #                                back with frames locked, random garbage and
@@ -201,6 +202,33 @@ check_eq "a refused LOCK returns refuse-status 6" "$(raw 2 0x100 0)" 0x6
 host_set refuse-every 0
 host_set refuse-status 5
 raw 0 0 0 >/dev/null
+
+# reset-at-locked N: the LOCK that brings the host to N locked frames gets
+# RESET, whatever the pace; the host forgets every lock, keeps answering
+# RESET until START, and the property goes back to 0.
+host_set reset-at-locked 1000
+resets=$(host_get resets-sent)
+out=$(guest /root/hostcheck --lock-singly 1010)
+check_eq "reset-at-locked 1000: exactly the 1000th single LOCK gets RESET" \
+	"$(sed -n 's/^hostcheck: lock \([0-9]*\) of [0-9]*: status \(0x[0-9a-f]*\)$/\1 \2/p' <<<"$out")" "1000 0x7"
+check_eq "reset-at-locked: the host forgot every lock" "$(host_get locked-frames)" 0
+check_eq "reset-at-locked: nothing granted" "$(host_get granted-capabilities)" 0
+check_eq "reset-at-locked: back at 0 (one shot)" "$(host_get reset-at-locked)" 0
+check_eq "reset-at-locked: one RESET sent" "$(host_get resets-sent)" $((resets + 1))
+check_eq "reset-at-locked: RESET pending, GET_TARGET gets RESET" "$(raw 1 0 0)" 0x7
+check_eq "reset-at-locked: START succeeds" "$(raw 0 0x3e 0)" 0x3000000
+check "reset-at-locked: then 1010 single LOCKs all succeed" \
+	eval 'guest /root/hostcheck --lock-singly 1010 | grep -qx "hostcheck: locked 1010 of 1010 singly"'
+check_eq "reset-at-locked: and nothing stays locked" "$(host_get locked-frames)" 0
+# batched: the first batch of 256 frames crosses 100
+host_set reset-at-locked 100
+resets=$(host_get resets-sent)
+check "reset-at-locked 100: the batch that crosses it fails (none of 256 locked)" \
+	eval 'guest /root/hostcheck --hold 1 --seconds 1 | grep -q "^hostcheck: locked 0 of 256 "'
+check_eq "reset-at-locked 100: RESET to that batch and to the unlock before START" \
+	"$(host_get resets-sent)" $((resets + 2))
+check_eq "reset-at-locked 100: back at 0, nothing locked" \
+	"$(host_get reset-at-locked) $(host_get locked-frames)" "0 0"
 
 note "host memory"
 discarded=$(host_get discarded-frames)
