@@ -550,6 +550,7 @@ if in_tier long; then
 	check_eq "legacy: the package's module is loaded" "$(guest cat /sys/module/vmw_balloon/version)" "$version"
 	check "legacy: a protocol-v2 host gives the basic commands (0x2)" \
 		wait_for 30 eval '[[ $(guest_stat "used capabilities") == 0x2 ]]'
+	measure_avail_noise # this guest's own
 	begin_case "a protocol-v2 host"
 	lock0=$(host_get calls-lock)
 	host_set target-frames "$half_gib"
