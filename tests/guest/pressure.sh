@@ -78,8 +78,8 @@ check "inflate: the driver's debugfs current agrees" wait_for 30 eval '[[ $(gues
 # released (discarded-frames, one per frame locked) less what it still
 # holds. That needs a host that releases every frame it locks.
 discarded1=$(host_get discarded-frames)
-check_eq "setup: the host released the memory of every frame it locked (discarded-frames)" \
-	$((discarded1 - discarded0)) "$want"
+check_range "setup: the host released the memory of every frame it locked (discarded-frames)" \
+	$((discarded1 - discarded0)) "$want" $((1 << 40))
 avail1=$(avail_now)
 # MemAvailable is an estimate: it leaves out the kernel's reserve, which
 # the kernel still hands out in part under pressure before it asks the
