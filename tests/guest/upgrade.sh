@@ -79,7 +79,7 @@ check_eq "reboot: the loaded module's srcversion is the DKMS-built file's" \
 want=$((1024 * 1024 / 4))
 balloon_keep 1024
 check "reboot: the host holds $want frames within 60 s" wait_for 60 host_locked_is "$want"
-check_eq "reboot: the driver's debugfs current agrees" "$(guest_stat current)" "$want"
+check "reboot: the driver's debugfs current agrees" wait_for 30 eval '[[ $(guest_stat current) == "$want" ]]'
 balloon_keep 2048
 check "reboot: the balloon empties within 60 s" wait_for 60 host_locked_is 0
 

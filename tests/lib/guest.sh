@@ -12,7 +12,7 @@ deb=$root/build/deb/vmw-balloon-dkms_${version}_all.deb
 device=/machine/peripheral/vmb0
 kver= # the guest's `uname -r`: each test sets it once its guest is up
 
-tap_n=0 tap_passed=0 tap_failed=0
+tap_n=0 tap_passed=0 tap_failed=0 tap_skipped=0
 
 pass() {
 	tap_n=$((tap_n + 1)) tap_passed=$((tap_passed + 1))
@@ -22,6 +22,13 @@ pass() {
 fail() {
 	tap_n=$((tap_n + 1)) tap_failed=$((tap_failed + 1))
 	echo "not ok $tap_n - $*"
+}
+
+# skip DESCRIPTION REASON: a test that cannot run here (e.g. the kernel
+# lacks the feature), printed as a TAP skip; it counts as passed
+skip() {
+	tap_n=$((tap_n + 1)) tap_passed=$((tap_passed + 1)) tap_skipped=$((tap_skipped + 1))
+	echo "ok $tap_n - $1 # SKIP $2"
 }
 
 # check DESCRIPTION COMMAND...: one test, passing when COMMAND succeeds
@@ -59,6 +66,7 @@ note() {
 finish() {
 	"$vm" stop "$GUEST" >/dev/null 2>&1 || true
 	echo "1..$tap_n"
+	((tap_skipped == 0)) || echo "# $tap_skipped of the passed were skipped"
 	echo "$tap_passed passed, $tap_failed failed"
 	((tap_failed == 0 && tap_n > 0))
 }
@@ -113,6 +121,55 @@ available_kib_sh='sync; echo 3 > /proc/sys/vm/drop_caches
 # guest_available_kib: that number
 guest_available_kib() {
 	guest "$available_kib_sh"
+}
+
+# measure_avail_noise: how much that number moves in an idle guest, as
+# the leak checks sample it (one ssh call each): its spread (max - min)
+# over 20 samples, into avail_noise_kib; avail_tolerance_kib is twice
+# that, but at least 4 MiB. The leak checks that compare it allow
+# avail_tolerance_kib either way. The floor is measured too: in a
+# reliability run whose 20 idle samples spread over 500 KiB, one case's
+# single baseline sample stood 2.3 MiB above every other case's, for no
+# page held by host or driver (their counts were exactly 0).
+measure_avail_noise() {
+	local i a lo='' hi=''
+	for i in $(seq 20); do
+		a=$(guest_available_kib)
+		[[ $a =~ ^[0-9]+$ ]] || bail "cannot read the guest's available memory (sample $i: '$a')"
+		if [[ -z $lo ]] || ((a < lo)); then lo=$a; fi
+		if [[ -z $hi ]] || ((a > hi)); then hi=$a; fi
+	done
+	avail_noise_kib=$((hi - lo))
+	avail_tolerance_kib=$((2 * avail_noise_kib > 4096 ? 2 * avail_noise_kib : 4096))
+	note "idle noise of the available memory: $lo..$hi KiB over 20 samples;" \
+		"the leak checks allow +-$avail_tolerance_kib KiB"
+}
+
+# driver_counts: what the driver says it holds, from its debugfs file:
+# "current 4K-PAGES 2M-PAGES". The per-size counts follow from the page
+# counters: a 2 MiB page is in the balloon once allocated, unless the host
+# refused it or it was freed (alloc - errAlloc - free); a 4 KiB page once
+# allocated or cut from a refused 2 MiB page that was not freed whole
+# (512 each), unless freed or freed as refused. "missing" if a line is.
+driver_counts() {
+	# shellcheck disable=SC2016 # an awk program
+	local prog='{k = $1; gsub(/ /, "", k); v = $2; sub(/\(.*/, "", v); s[k] = v + 0; seen[k] = 1}
+		END {
+			n = split("current alloc(4k) alloc(2M) errAlloc(2M) errFree(2M) errFree(4k) free(4k) free(2M)", need, " ")
+			for (i = 1; i <= n; i++) if (!seen[need[i]]) {print "missing", need[i]; exit}
+			print s["current"],
+				s["alloc(4k)"] + 512 * (s["errAlloc(2M)"] - s["errFree(2M)"]) - s["errFree(4k)"] - s["free(4k)"],
+				s["alloc(2M)"] - s["errAlloc(2M)"] - s["free(2M)"]
+		}'
+	guest "awk -F: '$prog' /sys/kernel/debug/vmmemctl"
+}
+
+# check_nothing_held WHAT: after deflating, neither side holds one page:
+# the host's locked frames and 2 MiB entries, the driver's current and
+# its per-size counts (driver_counts) are all exactly 0
+check_nothing_held() {
+	check_eq "$1: nothing held: host locked-frames, locked-2m; driver current, 4k and 2M pages" \
+		"$(host_get locked-frames) $(host_get locked-2m) $(driver_counts)" "0 0 0 0 0"
 }
 
 # guest_vmstat NAME: a counter of the guest's /proc/vmstat (empty if it has none)
