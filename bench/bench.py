@@ -373,10 +373,11 @@ class Run:
         if reached is None:
             raise RuntimeError(f"guest {self.name}: the balloon did not reach {mib} MiB")
 
-    def wait_settled(self, quiet_s=SETTLED_S):
+    def wait_settled(self, quiet_s=None):
         """Wait until the driver has had nothing to do for quiet_s: the target
         unchanged and no lock or unlock counted by the host. Returns how long
         the host saw it idle before this returned."""
+        quiet_s = SETTLED_S if quiet_s is None else quiet_s
         deadline = time.monotonic() + 20 * quiet_s
         while True:
             t0, w0 = time.monotonic(), self.work()
@@ -1065,8 +1066,9 @@ def main():
             if rep == 0:
                 traces[variant][sc] = trace
             log(f"{variant} {sc} #{rep + 1}: " + ", ".join(
-                f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
-                for k, v in r.items() if not isinstance(v, dict)))
+                f"{k} {v:.1f}" if isinstance(v, float) else
+                f"{k} ({' '.join(f'{kk} {vv:.1f}' for kk, vv in v.items())})" if isinstance(v, dict)
+                else f"{k} {v}" for k, v in r.items()))
             save_raw()  # a run cut short still leaves what it measured
 
     def describe(run, variants_here):

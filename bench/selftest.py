@@ -9,11 +9,11 @@ Prints TAP.  usage: bench/selftest.py [DIR: keep the synthetic report there]"""
 
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -58,6 +58,125 @@ try:
     bits = bytes.fromhex("0380")
     expanded = b"".join(bench.BIT_BYTES[b] for b in bits)
     check([i for i, x in enumerate(expanded) if x] == [0, 1, 15], "frame bitmap: lowest bit first")
+finally:
+    child.stdin.close()
+    child.wait()
+
+# ---------------------------------------------------------------- 3. the scenarios
+class FakeRun(bench.Run):
+    """A Run whose guest and device are simulated; the "QEMU" is the stand-in
+    process (its smaps, pagemap and CPU time are read for real)."""
+
+    def __init__(self, virtio, pid, start, end):
+        self.name, self.virtio, self.pid = "fake", virtio, pid
+        self.ram_start, self.ram_end, self.ram_head = start, end, f"{start:08x}-"
+        self.rss_cost, self.rss_at, self.rss_reads = 0.0, 0.0, []
+        self.last_target_at = time.monotonic()
+        self.size = self.target = self.locks = 0
+        self.moved_at, self.from_size = time.monotonic(), 0
+        self.cpu = 0
+
+    def current(self):
+        # the balloon moves to its target in 50 ms, one lock per 64 MiB
+        frac = min(1.0, (time.monotonic() - self.moved_at) / 0.05)
+        size = int(self.from_size + (self.target - self.from_size) * frac)
+        self.locks += abs(size - self.size) // 16384 + (size != self.size)
+        self.size = size
+        return size
+
+    def qmp(self, command, **arguments):
+        if command == "balloon":
+            self.from_size, self.moved_at = self.current(), time.monotonic()
+            self.target = (bench.GUEST_MIB * bench.MIB - arguments["value"]) // bench.FRAME
+            return {}
+        if command == "query-balloon":
+            return {"actual": bench.GUEST_MIB * bench.MIB - self.current() * bench.FRAME}
+        if command == "qom-get":
+            prop = arguments["property"]
+            if prop == "locked-frames":
+                return self.current()
+            if prop == "discarded-frames":
+                return self.size
+            self.current()
+            return self.locks if prop == "calls-2m-lock" else 0
+        return {}
+
+    def sh(self, command):
+        self.cpu += 7
+        if "offline" in command:
+            bits = bytearray(bench.RAM_FRAMES // 8)
+            for i in range(self.current() // 8):
+                bits[bench.RAM_FRAMES // 8 - 1 - i] = 0xff
+            return f"{bench.RAM_FRAMES} {self.size} {bits.hex()}"
+        if "floor" in command:
+            return "200.0 1048576 60.0"
+        if "/proc/stat" in command:
+            return f"cpu {self.cpu} 0 {self.cpu} 100 0 0 0 0 0 0"
+        if "meminfo" in command:
+            return "300000 200000 1000"
+        if "LOC:" in command:
+            return str(self.cpu)
+        if command.startswith("test -e"):
+            return "y"
+        raise AssertionError(f"unexpected guest command {command!r}")
+
+    def ssh(self, command, timeout=900):
+        return ""
+
+
+bench.SETTLED_S, bench.IDLE_S, bench.MOVING_STEP_S, bench.MOVING_STEPS = 0.3, 0.3, 0.1, 4
+child = subprocess.Popen([sys.executable, "-c", f"""
+import mmap, sys
+m = mmap.mmap(-1, {bench.GUEST_MIB} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for off in range(0, {TOUCH_MIB} << 20, 4096):
+    m[off] = 1
+print("ready", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+sim = {}
+try:
+    assert child.stdout.readline().strip() == "ready"
+    start, end = bench.find_ram_mapping(child.pid, bench.GUEST_MIB * 1024)
+    for v, virtio in (("A", False), ("C", True)):
+        run = FakeRun(virtio, child.pid, start, end)
+        sim[v] = {}
+        for sc in bench.SCENARIOS:
+            r = getattr(run, "scenario_" + sc.replace("-", "_"))([])
+            r["repeat"] = 0
+            sim[v][sc] = [r]
+    a = sim["A"]
+    check(all(a[sc][0].get("time_ms") is not None for sc in bench.SCENARIOS if sc != "idle"),
+          "simulated: every scenario reaches its target")
+    check(all(a[sc][0]["quiet_s"] >= bench.SETTLED_S for sc in bench.SETTLED),
+          "simulated: settled scenarios wait for the driver to be idle")
+    check(all(a[sc][0]["quiet_s"] is None and a[sc][0]["since_target_s"] < 2
+              for sc in ("deflate", "reinflate", "moving")),
+          "simulated: fresh deflate, reinflate and moving start within 2 s of the last change")
+    r = a["inflate-settled"][0]
+    check(r["floor_ms"] == 200.0 and abs(r["time_over_floor"] - r["time_ms"] / 200.0) < 1e-9,
+          "simulated: the floor and the time over it")
+    check(r["end"]["balloon_mib"] == 1024 and r["end"]["offline_mib"] == 1024
+          and r["end"]["backed_balloon_mib"] == 0
+          and r["residue_mib"] == TOUCH_MIB - 1024,
+          f"simulated: residue {r['residue_mib']} and accounting {r['end']}")
+    check(all(a[sc][0].get("residue_mib") is not None and a[sc][0].get("rss_peak_mib") is not None
+              for sc in bench.SCENARIOS), "simulated: residue and peak in every scenario")
+    check(a["inflate"][0]["calls_per_gib"] > 0 and sim["C"]["inflate"][0]["calls_per_gib"] is None
+          and a["idle"][0]["idle_host_cpu_ms_per_s"] is not None,
+          "simulated: hypercalls for A, none for C; host CPU")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "raw.json"
+        path.write_text(json.dumps({
+            "meta": {"date": "simulated", "version": "0", "qemu": "none", "host_cpus": 2,
+                     "suite": "bookworm", "repeats": 1, "scenarios": bench.SCENARIOS,
+                     "variants": ["A", "C"], "poll_ms": {"A": 1.0, "C": 1.0}, "seconds": 1},
+            "results": sim, "traces": {}}))
+        r = subprocess.run([sys.executable, str(HERE / "bench.py"), "--report", str(path),
+                            "--out", tmp], capture_output=True, text=True)
+        last = r.stdout.rstrip("\n").split("\n")[-1]
+        check(r.returncode == 0 and re.fullmatch(r"A/B time-to-target: n/a, A/C: [0-9.]+, A residue: "
+                                                 r"-?[0-9]+ MiB, A RSS peak: -?[0-9]+ MiB", last),
+              f"simulated: the report of a real-shaped raw.json ({r.stderr.strip()[-300:]}{last!r})")
 finally:
     child.stdin.close()
     child.wait()

@@ -60,6 +60,10 @@ residues = [(sc, r.get("residue_mib")) for sc, r in runs]
 check(runs and all(x is not None and x <= RESIDUE_MIB for _, x in residues),
       f"A's residue is at most {RESIDUE_MIB} MiB in every scenario "
       f"({', '.join(f'{sc} {x:.1f}' if x is not None else f'{sc} n/a' for sc, x in residues)})")
+# not a verdict: the exact figure the residue bounds from below
+backed = [(sc, (r.get("end") or {}).get("backed_balloon_mib")) for sc, r in runs]
+print("# A's balloon frames the host still backs after the target (MiB): " +
+      ", ".join(f"{sc} {x:.1f}" if x is not None else f"{sc} n/a" for sc, x in backed))
 print(f"1..{len(checks)}")
 for i, (ok, what) in enumerate(checks, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {what}")
