@@ -157,17 +157,22 @@ def find_ram_mapping(pid, ram_kib):
 
     QEMU maps the machine's RAM block (pc.ram, 2 GiB, all below 4 GiB on
     this PC, so frame n is n pages into it) as one anonymous mapping of
-    exactly that size, with a PROT_NONE guard page after it."""
-    found, head, size = [], None, None
+    exactly that size, with a PROT_NONE guard page after it, and asks for
+    huge pages there (MADV_HUGEPAGE: "hg" in its VmFlags), which tells it
+    from any other mapping of the same size."""
+    found, head, match = [], None, False
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             first = line.split(None, 1)[0]
             if not first.endswith(":"):
-                head = line.split()
+                head, match = line.split(), False
             elif first == "Size:" and head is not None:
-                size = int(line.split()[1])
-                if size == ram_kib and head[1].startswith("rw"):
-                    found.append(head)
+                match = int(line.split()[1]) == ram_kib and head[1].startswith("rw")
+            elif first == "VmFlags:" and match:
+                found.append((head, line.split()[1:]))
+    if len(found) > 1:
+        found = [m for m in found if "hg" in m[1]] or found
+    found = [head for head, _ in found]
     if len(found) != 1:
         raise RuntimeError(f"QEMU {pid}: {len(found)} read-write mappings of {ram_kib} KiB "
                            f"(guest RAM), want exactly one: {found}")
