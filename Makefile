@@ -7,6 +7,8 @@
 #                   (tests/run --long; `tests/run --list-long` names them)
 #   make deb        build/deb/vmw-balloon-dkms_<version>_all.deb
 #   make rpm        build/rpm/RPMS/noarch/vmw-balloon-dkms-<version>-1.noarch.rpm
+#   make repo       build/repo/: a signed apt repository holding the .deb
+#                   (debian/make-repo; the key: tests/lib/project-key)
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
 #                   (bookworm; VMB_SUITE=trixie or sid for the others)
@@ -39,7 +41,7 @@ MODULE_SOURCES := src/Kbuild src/conftest.sh \
 DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
 RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
 
-.PHONY: all module clean check check-long unit deb rpm qemu image demo bench matrix \
+.PHONY: all module clean check check-long unit deb rpm repo qemu image demo bench matrix \
 	print-module-sources
 
 all: module
@@ -67,6 +69,9 @@ $(DEB): dkms.conf $(MODULE_SOURCES) $(wildcard debian/* debian/source/*)
 	cp --parents $(MODULE_SOURCES) $(BUILD)/deb/vmw-balloon-$(VERSION)/
 	cd $(BUILD)/deb/vmw-balloon-$(VERSION) && dpkg-buildpackage -us -uc -b
 	@ls -l $@
+
+repo: $(DEB)
+	debian/make-repo $(BUILD)/repo $(DEB)
 
 rpm: $(RPM)
 $(RPM): dkms.conf README.md $(MODULE_SOURCES) rpm/vmw-balloon-dkms.spec

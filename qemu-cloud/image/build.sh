@@ -1,12 +1,16 @@
 #!/bin/bash
 # Build (or reuse) the test guest's disk image and print its path.
 #
-#     qemu-cloud/image/build.sh [--suite SUITE]   # last stdout line: .../disk.qcow2
+#     qemu-cloud/image/build.sh [--suite SUITE] [--variant VARIANT]
+#                                       # last stdout line: .../disk.qcow2
 #
 # SUITE is the Debian release: bookworm (the default), trixie or sid.
 # The guest is that Debian shaped like Debian's genericcloud image
-# (cloud-init, cloud kernel with its matching headers, GRUB, ssh), plus what
-# the tests need inside (dkms, build-essential, stress-ng, ...). It is made
+# (cloud-init, cloud kernel, GRUB, ssh). VARIANT `full` (the default) adds
+# what most tests need inside (dkms, build-essential, the kernel's headers,
+# stress-ng); `genericcloud` has none of those, as a user's fresh cloud
+# guest has not, and gets them from apt like one (tests/guest/vmware.sh
+# serves it a partial mirror). It is made
 # from Debian's packages with mmdebstrap, as root, and needs no network
 # inside the guest, ever.
 #
@@ -14,14 +18,15 @@
 # first partition, and one ext4 partition holding everything, /boot/grub
 # included, so whatever the guest decides with update-grub is what boots next.
 #
-# Images are cached in ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image/SUITE-KEY/
-# where KEY is the sha256 of this recipe (every file under qemu-cloud/image/)
-# and of the suite. A cached image is reused at once. Building one keeps the
+# Images are cached in ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image/NAME-KEY/
+# where NAME is SUITE (full) or SUITE-genericcloud, and KEY is the sha256 of
+# this recipe (every file under qemu-cloud/image/), the suite and the variant. A cached image is reused at once. Building one keeps the
 # three newest images of its own suite and never touches another suite's.
 # Progress goes to stderr.
 #
 # Environment:
 #   VMB_SUITE           the suite when --suite is not given (default bookworm)
+#   VMB_IMAGE_VARIANT   the variant when --variant is not given (default full)
 #   VMB_CACHE_DIR       cache root (default /var/cache/vmw-balloon-dkms)
 #   VMB_DEBIAN_MIRROR   Debian mirror (default http://deb.debian.org/debian)
 #   VMB_IMAGE_REBUILD=1 build even if a cached image exists
@@ -32,16 +37,24 @@ repo=$(cd "$here/../.." && pwd)
 say() { echo "image: $*" >&2; }
 
 suite=${VMB_SUITE:-bookworm}
+variant=${VMB_IMAGE_VARIANT:-full}
 while (($#)); do
 	case $1 in
 	--suite) suite=${2:-} && shift 2 ;;
 	--suite=*) suite=${1#--suite=} && shift ;;
-	*) say "usage: $0 [--suite bookworm|trixie|sid]" && exit 2 ;;
+	--variant) variant=${2:-} && shift 2 ;;
+	--variant=*) variant=${1#--variant=} && shift ;;
+	*) say "usage: $0 [--suite bookworm|trixie|sid] [--variant full|genericcloud]" && exit 2 ;;
 	esac
 done
 case $suite in
 bookworm | trixie | sid) ;;
 *) say "unknown suite '$suite' (bookworm, trixie or sid)" && exit 2 ;;
+esac
+case $variant in
+full) name=$suite ;;
+genericcloud) name=$suite-genericcloud ;;
+*) say "unknown variant '$variant' (full or genericcloud)" && exit 2 ;;
 esac
 
 # What goes into the guest.
@@ -49,19 +62,23 @@ disk_size_mib=8192 # virtual; the qcow2 holds only what is used
 packages=(
 	# a Debian cloud system
 	systemd-sysv udev dbus iproute2 netbase
-	linux-image-cloud-amd64 linux-headers-cloud-amd64 zstd
+	linux-image-cloud-amd64 zstd
 	grub-pc cloud-init cloud-guest-utils fdisk openssh-server sudo
-	# what the tests use inside the guest
-	dkms build-essential kmod procps stress-ng python3
+	kmod procps python3
 )
+if [[ $variant == full ]]; then
+	# what most tests use inside the guest
+	packages+=(linux-headers-cloud-amd64 dkms build-essential stress-ng)
+fi
 
 # 1. The recipe's key: every file of the recipe, by path and content, and the suite.
 key=$(cd "$here" && {
 	find . -type f ! -name '*~' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 	echo "suite $suite"
+	[[ $variant == full ]] || echo "variant $variant"
 } | sha256sum | cut -c1-16)
 cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image
-image_dir=$cache/$suite-$key
+image_dir=$cache/$name-$key
 image=$image_dir/disk.qcow2
 
 # 2. Reuse what is there.
@@ -72,8 +89,8 @@ fi
 
 # 3. Build it, one builder per suite at a time (suites build side by side).
 mkdir -p "$cache"
-exec 9>"$cache/.lock-$suite"
-say "waiting for the $suite image lock" && flock 9
+exec 9>"$cache/.lock-$name"
+say "waiting for the $name image lock" && flock 9
 if [[ -f $image && ${VMB_IMAGE_REBUILD:-0} != 1 ]]; then
 	echo "$image" # another builder just made it
 	exit 0
@@ -109,7 +126,7 @@ mmdebstrap --mode=root --variant=minbase --format=directory "${apt_options[@]}" 
 		IFS=,
 		echo "${packages[*]}"
 	)" \
-	--customize-hook="'$here/customize.sh' \"\$1\" $uuid" \
+	--customize-hook="'$here/customize.sh' \"\$1\" $uuid $variant" \
 	"$suite" "$work/root" "${sources[@]}" >&2
 
 # mmdebstrap leaves the host's name and resolver behind.
@@ -149,10 +166,10 @@ rm -rf "$image_dir.old"
 [[ -e $image_dir ]] && mv "$image_dir" "$image_dir.old"
 mv "$work/out" "$image_dir"
 rm -rf "$image_dir.old"
-# Keep the three newest images of this suite (other checkouts may use older
-# recipes); other suites' images are theirs to prune.
-ls -1dt "$cache/$suite"-*/ | tail -n +4 | while read -r old; do
+# Keep the three newest images of this suite and variant (other checkouts
+# may use older recipes); other suites' and variants' are theirs to prune.
+ls -1dt "$cache/$name"-????????????????/ | tail -n +4 | while read -r old; do
 	say "pruning old image ${old%/}" && rm -rf "${old%/}"
 done
-say "built $suite in $((SECONDS - started)) s: kernel $kver, $(du -h "$image" | cut -f1) on disk"
+say "built $name in $((SECONDS - started)) s: kernel $kver, $(du -h "$image" | cut -f1) on disk"
 echo "$image"

@@ -4,7 +4,7 @@
 # Called by build.sh as mmdebstrap's customize hook, so /proc, /sys and /dev
 # are mounted inside the root and `chroot` works:
 #
-#     customize.sh ROOT ROOT_FS_UUID
+#     customize.sh ROOT ROOT_FS_UUID VARIANT
 #
 # It lays our files over the root, trims what slows a boot under TCG, and
 # prepares GRUB the way grub-install would have (modules under /boot/grub,
@@ -13,6 +13,7 @@ set -euo pipefail
 
 root=$1
 uuid=$2
+variant=$3 # full: the kernel's headers must be there; genericcloud: none
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 say() { echo "customize: $*" >&2; }
 in_root() { chroot "$root" "$@"; }
@@ -25,14 +26,15 @@ cat >"$root/etc/fstab" <<EOF
 UUID=$uuid / ext4 errors=remount-ro 0 1
 EOF
 
-say "one kernel, and its matching headers"
+say "one kernel, and (full) its matching headers"
 mapfile -t kernels < <(cd "$root/boot" && ls vmlinuz-* | sed 's/^vmlinuz-//')
 if ((${#kernels[@]} != 1)); then
 	say "expected exactly one kernel in /boot, found: ${kernels[*]:-none}"
 	exit 1
 fi
 kver=${kernels[0]}
-if ! in_root dpkg-query -W -f='${Status}\n' "linux-headers-$kver" | grep -q 'install ok installed'; then
+if [[ $variant == full ]] &&
+	! in_root dpkg-query -W -f='${Status}\n' "linux-headers-$kver" | grep -q 'install ok installed'; then
 	say "linux-headers-$kver is not installed"
 	exit 1
 fi

@@ -1,6 +1,11 @@
 #!/bin/bash
-# The package on a VMware-like guest, end to end: install and DKMS build,
-# autoload through the DMI alias after a reboot, inflate and deflate as the
+# The package on a VMware-like guest, end to end, installed as an admin
+# does: on a guest that starts as Debian's genericcloud image (no dkms,
+# compiler or kernel headers), the project's signed repository added and
+# `apt install vmw-balloon-dkms` by name, apt resolving its dependencies
+# from a partial Debian mirror the host serves; the package names the
+# running kernel's headers, and once they are installed DKMS builds for
+# it; autoload through the DMI alias after a reboot, inflate and deflate as the
 # host asks, a host reset, rmmod with a full balloon, and purge. Verdicts
 # come from the guest and from the emulated host, never from this script.
 #
@@ -11,11 +16,25 @@ source "$(dirname "$0")/../lib/guest.sh"
 use_suite "$@"
 GUEST=${GUEST:-vmb-test-vmware-$suite}
 
-boot_with_deb VMware-like
+boot_genericcloud VMware-like
 learn_kernel_module
+check "genericcloud: the guest has no dkms, compiler or kernel headers" \
+	guest "! command -v dkms && ! command -v gcc && test ! -e /lib/modules/$kver/build"
 
-# a. install: DKMS builds for the running kernel
-install_deb
+# a. install by name from the repository; then the running kernel's
+# headers, which apt does not pick by itself (dkms recommends the generic
+# flavour's), and DKMS builds for the running kernel
+start=$SECONDS
+install_from_repository
+note "apt install vmw-balloon-dkms took $((SECONDS - start)) s"
+check "install: the package names the running kernel's headers" \
+	grep -qF "run: apt install linux-headers-$kver" <<<"$apt_output"
+check "install: apt verified the repository's signature (no unauthenticated package)" \
+	eval '! grep -qi "WARNING: The following packages cannot be authenticated" <<<"$apt_output"'
+start=$SECONDS
+check "install: apt installs linux-headers-$kver" \
+	guest "DEBIAN_FRONTEND=noninteractive apt-get install -y linux-headers-$kver >/tmp/headers.log 2>&1"
+note "the headers and DKMS's build took $((SECONDS - start)) s"
 check_dkms_installed install
 
 # b. reboot: udev loads our module through the DMI alias; nothing here loads it

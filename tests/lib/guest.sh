@@ -341,3 +341,49 @@ hand_in_as() {
 	fi
 	ln -sfn "$2" "$handed/$1"
 }
+
+# The project's apt repository (make repo), built if it is not there yet;
+# guest tests beside one another build it once. Sets repo_dir.
+ensure_repo() {
+	repo_dir=$root/build/repo
+	mkdir -p "$root/build"
+	(
+		flock 9
+		[[ -f $repo_dir/dists/stable/InRelease && $repo_dir -nt $deb ]] || make -C "$root" repo >&2
+	) 9>"$root/build/.package.lock" || bail "cannot build the apt repository"
+}
+
+# boot_genericcloud KIND [VM-START-ARGS...]: boot $GUEST afresh from the
+# genericcloud image (no dkms, compiler or headers), with the project's
+# repository and a partial Debian mirror for it (tests/lib/partial-mirror)
+# handed in as /opt/vmb/repo and /opt/vmb/debian. Sets kver.
+boot_genericcloud() {
+	local kind=$1 mirror
+	shift
+	ensure_deb
+	ensure_repo
+	mirror=$("$root/tests/lib/partial-mirror" "$suite" "$repo_dir" | tail -n 1) ||
+		bail "cannot make the partial Debian mirror for the $suite guest"
+	hand_in_as repo "$repo_dir"
+	hand_in_as debian "$mirror"
+	boot_with_deb "$kind" --variant genericcloud --file "$handed/repo" --file "$handed/debian" "$@"
+}
+
+# install_from_repository: what an admin does: the repository's keyring
+# and source added (signed-by), then `apt install vmw-balloon-dkms` by
+# name. The partial mirror stands in for Debian's archive, which the guest
+# cannot reach. Leaves apt's output in $apt_output.
+install_from_repository() {
+	guest "install -D -m 644 /opt/vmb/repo/vmw-balloon-dkms-archive-keyring.gpg \
+			/etc/apt/keyrings/vmw-balloon-dkms-archive-keyring.gpg &&
+		sed 's|^URIs: .*|URIs: file:/opt/vmb/repo|' /opt/vmb/repo/vmw-balloon-dkms.sources \
+			>/etc/apt/sources.list.d/vmw-balloon-dkms.sources &&
+		mkdir -p /etc/apt/offline && mv /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources /etc/apt/offline/ 2>/dev/null;
+		sed 's|^URIs: .*|URIs: file:/opt/vmb/debian|' /opt/vmb/repo/vmw-balloon-dkms.sources \
+			>/etc/apt/sources.list.d/debian-partial.sources &&
+		apt-get update -q" >&2 || bail "apt cannot read the repository"
+	apt_output=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y vmw-balloon-dkms 2>&1")
+	local rc=$?
+	sed 's/^/#   | /' <<<"$apt_output" | grep -Ei 'vmw|dkms|headers|error|warning' | head -n 30
+	check_eq "install: apt install vmw-balloon-dkms from the repository exits 0" "$rc" 0
+}
