@@ -21,16 +21,20 @@ spec = importlib.util.spec_from_file_location("bench", HERE / "bench.py")
 bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(bench)
 
-checks = []
+sys.path.insert(0, str(HERE))
+from tap import Checks  # noqa: E402  (beside this file)
 
-
-def check(ok, what):
-    checks.append((bool(ok), what))
+check = Checks()
 
 
 # ---------------------------------------------------------------- 1. host side
 TOUCH_MIB = 96
-child = subprocess.Popen([sys.executable, "-c", f"""
+
+
+def stand_in():
+    """A process that maps the guest's RAM size and touches TOUCH_MIB of it,
+    as QEMU would; it waits until its stdin closes."""
+    proc = subprocess.Popen([sys.executable, "-c", f"""
 import mmap, sys
 m = mmap.mmap(-1, {bench.GUEST_MIB} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
 for off in range(0, {TOUCH_MIB} << 20, 4096):
@@ -38,8 +42,12 @@ for off in range(0, {TOUCH_MIB} << 20, 4096):
 print("ready", flush=True)
 sys.stdin.read()
 """], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+child = stand_in()
 try:
-    assert child.stdout.readline().strip() == "ready"
     start, end = bench.find_ram_mapping(child.pid, bench.GUEST_MIB * 1024)
     check(end - start == bench.GUEST_MIB << 20, "the RAM mapping is found by its size")
     run = bench.Run.__new__(bench.Run)
@@ -125,17 +133,9 @@ class FakeRun(bench.Run):
 
 
 bench.SETTLED_S, bench.IDLE_S, bench.MOVING_STEP_S, bench.MOVING_STEPS = 0.3, 0.3, 0.1, 4
-child = subprocess.Popen([sys.executable, "-c", f"""
-import mmap, sys
-m = mmap.mmap(-1, {bench.GUEST_MIB} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-for off in range(0, {TOUCH_MIB} << 20, 4096):
-    m[off] = 1
-print("ready", flush=True)
-sys.stdin.read()
-"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+child = stand_in()
 sim = {}
 try:
-    assert child.stdout.readline().strip() == "ready"
     start, end = bench.find_ram_mapping(child.pid, bench.GUEST_MIB * 1024)
     for v, virtio in (("A", False), ("C", True)):
         run = FakeRun(virtio, child.pid, start, end)
@@ -251,9 +251,4 @@ with tempfile.TemporaryDirectory() as tmp:
           "raw.json, commit.txt and command.txt beside results.md")
     check((out / "balloon.png").exists(), "the plot")
 
-print(f"1..{len(checks)}")
-for i, (ok, what) in enumerate(checks, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {what}")
-failed = sum(not ok for ok, _ in checks)
-print(f"{len(checks) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()

@@ -24,14 +24,12 @@ ran=${PIPESTATUS[0]}
 /usr/bin/python3 - "$out" "$ran" "$selftest" <<'PY'
 import json, re, sys
 from pathlib import Path
+sys.path.insert(0, "bench")
+from tap import Checks
 
 out, ran, selftest = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 PEAK_MIB, RESIDUE_MIB = 64, 16
-checks = []
-
-
-def check(ok, what):
-    checks.append((bool(ok), what))
+check = Checks()
 
 
 check(selftest == 0, "bench/selftest.py passes")
@@ -64,10 +62,5 @@ check(runs and all(x is not None and x <= RESIDUE_MIB for _, x in residues),
 backed = [(sc, (r.get("end") or {}).get("backed_balloon_mib")) for sc, r in runs]
 print("# A's balloon frames the host still backs after the target (MiB): " +
       ", ".join(f"{sc} {x:.1f}" if x is not None else f"{sc} n/a" for sc, x in backed))
-print(f"1..{len(checks)}")
-for i, (ok, what) in enumerate(checks, 1):
-    print(f"{'ok' if ok else 'not ok'} {i} - {what}")
-failed = sum(not ok for ok, _ in checks)
-print(f"{len(checks) - failed} passed, {failed} failed")
-sys.exit(1 if failed else 0)
+check.finish()
 PY
