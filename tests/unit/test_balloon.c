@@ -493,13 +493,21 @@ static void test_high_pfn(void)
 	check_consistent(s, "high PFN, single-page");
 	shutdown_and_check(s, "high PFN, single-page");
 
+	/* like upstream, even when 64-bit targets were granted */
 	cfg.host_caps = 0x22;
 	s = setup_cfg(&cfg);
 	s->host.target = 100;
 	sim_cycle(s);
-	tap_eq(s->host.calls[VMB_CMD_LOCK], 100,
-	       "high PFN, single-page with 64-bit cap: LOCK sent");
-	tap_eq(s->b.size, 100, "high PFN, single-page with 64-bit cap: at target");
+	tap_eq(s->host.calls[VMB_CMD_LOCK], 0,
+	       "high PFN, single-page with 64-bit cap: no LOCK hypercall");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][VMB_PAGE_4K],
+	       1, "high PFN, single-page with 64-bit cap: refused, the cycle ends");
+	tap_eq(s->b.size, 0, "high PFN, single-page with 64-bit cap: nothing ballooned");
+	sim_cycle(s);
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][VMB_PAGE_4K],
+	       2, "high PFN, single-page with 64-bit cap: one refusal a cycle");
+	tap_eq(s->host.protocol_errors, 0,
+	       "high PFN, single-page with 64-bit cap: no protocol error");
 	check_consistent(s, "high PFN, 64-bit cap");
 	shutdown_and_check(s, "high PFN, 64-bit cap");
 
