@@ -551,16 +551,13 @@ void vmb_work(struct vmb_balloon *b, bool doorbell)
 	/* memory pressure while the last cycle ran: the hold-off starts now */
 	vmb_take_pressure(b);
 
+	prev_target = b->target;
 	if (b->reset_required)
 		vmb_reset(b);
-	if (b->reset_required)
-		return;
-
-	prev_target = b->target;
-	if (vmb_send_get_target(b) == VMB_SUCCESS) {
+	if (!b->reset_required && vmb_send_get_target(b) == VMB_SUCCESS)
 		vmb_change(b);
-		vmb_update_poll(b, prev_target);
-	}
+	/* failed cycles count too, or a failing host keeps us polling fast */
+	vmb_update_poll(b, prev_target);
 }
 
 /**

@@ -674,6 +674,50 @@ static void test_poll_interval(void)
 }
 
 /*
+ * Fast polling counts down every cycle, failed ones too: a host whose
+ * GET_TARGET or START keeps failing after the target moved must not keep
+ * the balloon polling fast for ever.
+ */
+static void test_poll_counts_failures(void)
+{
+	struct sim *s = setup(0x0e);
+	unsigned int i;
+
+	s->host.target = 4096;
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "poll, failing: fast once the target moved");
+	for (i = 0; i < VMB_POLL_FAST_CYCLES; i++) {
+		s->host.fail_on_cmd = VMB_CMD_GET_TARGET;
+		sim_cycle(s);
+	}
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], 1 + VMB_POLL_FAST_CYCLES,
+	       "poll, failing: GET_TARGET asked every cycle");
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "poll, failing: slow after %u cycles of failing GET_TARGET",
+	       VMB_POLL_FAST_CYCLES);
+
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "poll, failing: fast again when the target moves");
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	s->host.fail_start = 1000;
+	sim_cycles(s, VMB_POLL_FAST_CYCLES);
+	tap_ok(s->b.reset_required, "poll, failing: START still failing");
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "poll, failing: slow after %u cycles of failing START",
+	       VMB_POLL_FAST_CYCLES);
+
+	s->host.fail_start = 0;
+	s->host.target = 2000;
+	sim_cycle(s);
+	tap_eq(s->b.size, 2000, "poll, failing: back at target after START");
+	check_consistent(s, "poll, failing");
+	shutdown_and_check(s, "poll, failing");
+}
+
+/*
  * A glance between cycles: one GET_TARGET while settled, a cycle's work
  * only if the target moved, and never a retry of a failed allocation.
  */
@@ -1271,6 +1315,7 @@ int main(void)
 	test_alloc_failure();
 	test_2m_batch_size();
 	test_poll_interval();
+	test_poll_counts_failures();
 	test_glance();
 	test_unlock_refusals();
 	test_unlock_batch_status();
