@@ -157,11 +157,15 @@ unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b);
  *	new page takes the old one's place in the balloon
  * @VMB_MIGRATE_OLD_ONLY: the old page is unlocked but the host refused the
  *	new one: both leave the balloon, which is one frame smaller
+ * @VMB_MIGRATE_AGAIN: nothing changed, and the OS did not even ask the
+ *	core (the balloon was busy): worth another try soon. Only the OS
+ *	glue gives this; vmb_migrate() never does
  * @VMB_MIGRATE_BUSY: nothing changed: the old page is still ballooned
  */
 enum vmb_migrate_result {
 	VMB_MIGRATE_DONE,
 	VMB_MIGRATE_OLD_ONLY,
+	VMB_MIGRATE_AGAIN,
 	VMB_MIGRATE_BUSY,
 };
 
