@@ -543,6 +543,9 @@ static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
  */
 void vmb_work(struct vmb_balloon *b, bool doorbell)
 {
+	u64 now = vmb_os_now_ms(b);
+	bool fresh = !doorbell && b->glanced &&
+		     now - b->glance_ms < VMB_POLL_GLANCE_MS;
 	u64 prev_target;
 
 	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
@@ -551,16 +554,22 @@ void vmb_work(struct vmb_balloon *b, bool doorbell)
 	/* memory pressure while the last cycle ran: the hold-off starts now */
 	vmb_take_pressure(b);
 
-	if (b->reset_required)
-		vmb_reset(b);
-	if (b->reset_required)
-		return;
-
+	b->cycle_ms = now;
+	b->glanced = false;
 	prev_target = b->target;
-	if (vmb_send_get_target(b) == VMB_SUCCESS) {
-		vmb_change(b);
-		vmb_update_poll(b, prev_target);
+	if (b->reset_required) {
+		vmb_reset(b);
+		fresh = false;
 	}
+	/*
+	 * A glance that just asked, in the same wakeup: its answer will do,
+	 * unless the host rang since.
+	 */
+	if (!b->reset_required &&
+	    (fresh || vmb_send_get_target(b) == VMB_SUCCESS))
+		vmb_change(b);
+	/* failed cycles count too, or a failing host keeps us polling fast */
+	vmb_update_poll(b, prev_target);
 }
 
 /**
@@ -583,6 +592,9 @@ unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
  * cycle would. A balloon that merely falls short of an unchanged target
  * waits for the next vmb_work(): memory is scarce then, and trying again
  * sooner would not help. A connection that needs a reset waits for it too.
+ * So does a glance when a cycle has just run or is due: at idle the two
+ * timers fire in the same wakeup, and one question a second is enough
+ * (a cycle right after a glance uses the glance's answer).
  * Serialised like vmb_work().
  *
  * Return: true if the target moved (the OS should then ask
@@ -591,10 +603,18 @@ unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
 bool vmb_glance(struct vmb_balloon *b)
 {
 	u64 prev_target = b->target;
+	u64 now = vmb_os_now_ms(b);
 
 	if (b->reset_required || !b->batch_max)
 		return false;
-	if (vmb_send_get_target(b) != VMB_SUCCESS || b->target == prev_target)
+	if (now - b->cycle_ms < VMB_POLL_GLANCE_MS ||
+	    now - b->cycle_ms + VMB_POLL_GLANCE_MS >= vmb_poll_interval_ms(b))
+		return false;
+	if (vmb_send_get_target(b) != VMB_SUCCESS)
+		return false;
+	b->glance_ms = now;
+	b->glanced = true;
+	if (b->target == prev_target)
 		return false;
 
 	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);

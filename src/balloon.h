@@ -99,6 +99,9 @@ enum vmb_page_stat {
  * @pressure_pending: the guest asked for memory back while the core was
  *	busy (see vmb_pressure()); the only field written without the lock
  * @fast_polls: cycles left to poll every VMB_POLL_FAST_MS
+ * @cycle_ms: when the last cycle ran, in vmb_os_now_ms() time
+ * @glance_ms: when the last glance got the target
+ * @glanced: @target is a glance's that no cycle has used yet
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
@@ -128,6 +131,9 @@ struct vmb_balloon {
 	u64 inflate_after_ms;
 	bool pressure_pending;
 	unsigned int fast_polls;
+	u64 cycle_ms;
+	u64 glance_ms;
+	bool glanced;
 
 	unsigned long cmd_calls[VMB_CMD_NUM];
 	unsigned long cmd_fails[VMB_CMD_NUM];
@@ -157,11 +163,15 @@ unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b);
  *	new page takes the old one's place in the balloon
  * @VMB_MIGRATE_OLD_ONLY: the old page is unlocked but the host refused the
  *	new one: both leave the balloon, which is one frame smaller
+ * @VMB_MIGRATE_AGAIN: nothing changed, and the OS did not even ask the
+ *	core (the balloon was busy): worth another try soon. Only the OS
+ *	glue gives this; vmb_migrate() never does
  * @VMB_MIGRATE_BUSY: nothing changed: the old page is still ballooned
  */
 enum vmb_migrate_result {
 	VMB_MIGRATE_DONE,
 	VMB_MIGRATE_OLD_ONLY,
+	VMB_MIGRATE_AGAIN,
 	VMB_MIGRATE_BUSY,
 };
 

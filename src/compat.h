@@ -114,6 +114,9 @@ static inline void vmb_compat_account(struct page *page, unsigned long nr,
  *   not inflated: -EBUSY makes them put back a page that is no longer a
  *   balloon page.
  *
+ * Every one of them retries a page whose callback answers -EAGAIN (a
+ * balloon busy with a cycle) and gives up at once on -EBUSY.
+ *
  * Elsewhere it is a plain list that this file marks and counts.
  */
 #if VMB_HAVE_BALLOON_MIGRATE_EVENT && \
@@ -179,6 +182,8 @@ static int vmb_compat_migratepage(struct balloon_dev_info *info,
 		mod_node_page_state(page_pgdat(page), NR_BALLOON_PAGES, -1);
 #endif
 #if VMB_HAVE_BALLOON_PAGE_INSERT
+	if (result == VMB_MIGRATE_AGAIN)
+		return -EAGAIN;	/* the kernel retries, then puts @page back */
 	if (result == VMB_MIGRATE_BUSY)
 		return -EBUSY;	/* the kernel puts @page back on the list */
 
@@ -211,6 +216,8 @@ static int vmb_compat_migratepage(struct balloon_dev_info *info,
 		return 0;
 	case VMB_MIGRATE_OLD_ONLY:
 		return -ENOENT;
+	case VMB_MIGRATE_AGAIN:
+		return -EAGAIN;
 	default:
 		return -EBUSY;
 	}

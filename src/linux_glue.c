@@ -199,7 +199,9 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
 /*
  * Compaction moves a ballooned 4 KiB page: the host gives the old page
  * back and takes the new one. While the worker runs a cycle (it owns the
- * batch page) the page stays where it is, and compaction moves on.
+ * batch page) the page stays where it is for now: the kernel is told to
+ * try again, so memory offlining and alloc_contig_range() do not give up
+ * on a page they could move a moment later.
  */
 enum vmb_migrate_result vmw_balloon_migrate(struct vmb_compat_4k_list *list,
 					    struct page *page,
@@ -210,7 +212,7 @@ enum vmb_migrate_result vmw_balloon_migrate(struct vmb_compat_4k_list *list,
 	enum vmb_migrate_result result = VMB_MIGRATE_BUSY;
 
 	if (!mutex_trylock(&vb->lock))
-		return VMB_MIGRATE_BUSY;
+		return VMB_MIGRATE_AGAIN;
 	if (!vb->stopping)
 		result = vmb_migrate(&vb->core, to_vmb_page(page),
 				     to_vmb_page(newpage));

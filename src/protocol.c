@@ -193,9 +193,10 @@ u32 vmb_send_doorbell_set(struct vmb_balloon *b, u64 context, u64 resource)
  * With batching, the pages' addresses go into the batch page and one
  * command carries them all; the host writes a status back into each entry.
  * Without it, the single page goes in EBX, and a PFN that does not fit in
- * 32 bits is refused here, without a hypercall, unless the host granted the
- * 64-bit capability. So is a 2 MiB page: there is no single-page command
- * for one (the core uses them only with batching).
+ * 32 bits is refused here, without a hypercall, as upstream does, even when
+ * the host granted 64-bit targets (that capability is about the target).
+ * So is a 2 MiB page: there is no single-page command for one (the core
+ * uses them only with batching).
  *
  * Return: the overall status; vmb_page_status() gives each page's.
  */
@@ -216,7 +217,7 @@ u32 vmb_send_lock_op(struct vmb_balloon *b, enum vmb_page_size size,
 	if (size != VMB_PAGE_4K)
 		return VMB_ERROR_CMD_INVALID;
 	pfn = b->batch[0] >> VMB_FRAME_SHIFT;
-	if (pfn > VMB_U32_MAX && !(b->caps & VMB_CAP_64BIT_TARGET))
+	if (pfn > VMB_U32_MAX)
 		return VMB_ERROR_PPN_INVALID;
 	return vmb_cmd(b, lock ? VMB_CMD_LOCK : VMB_CMD_UNLOCK, pfn, 1, NULL);
 }

@@ -64,7 +64,7 @@ static u32 host_lock_one(struct sim *s, u64 pfn, bool is_2m, bool lock,
 		return VMB_ERROR_PPN_INVALID;
 	if (is_2m && (pfn % VMB_2M_FRAMES))
 		return VMB_ERROR_PPN_INVALID;
-	if (single && pfn > VMB_U32_MAX && !(h->granted & VMB_CAP_64BIT_TARGET)) {
+	if (single && pfn > VMB_U32_MAX) {
 		h->protocol_errors++;	/* the guest must not even ask */
 		return VMB_ERROR_PPN_INVALID;
 	}

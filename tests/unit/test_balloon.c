@@ -493,13 +493,21 @@ static void test_high_pfn(void)
 	check_consistent(s, "high PFN, single-page");
 	shutdown_and_check(s, "high PFN, single-page");
 
+	/* like upstream, even when 64-bit targets were granted */
 	cfg.host_caps = 0x22;
 	s = setup_cfg(&cfg);
 	s->host.target = 100;
 	sim_cycle(s);
-	tap_eq(s->host.calls[VMB_CMD_LOCK], 100,
-	       "high PFN, single-page with 64-bit cap: LOCK sent");
-	tap_eq(s->b.size, 100, "high PFN, single-page with 64-bit cap: at target");
+	tap_eq(s->host.calls[VMB_CMD_LOCK], 0,
+	       "high PFN, single-page with 64-bit cap: no LOCK hypercall");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][VMB_PAGE_4K],
+	       1, "high PFN, single-page with 64-bit cap: refused, the cycle ends");
+	tap_eq(s->b.size, 0, "high PFN, single-page with 64-bit cap: nothing ballooned");
+	sim_cycle(s);
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_REFUSED_ALLOC][VMB_PAGE_4K],
+	       2, "high PFN, single-page with 64-bit cap: one refusal a cycle");
+	tap_eq(s->host.protocol_errors, 0,
+	       "high PFN, single-page with 64-bit cap: no protocol error");
 	check_consistent(s, "high PFN, 64-bit cap");
 	shutdown_and_check(s, "high PFN, 64-bit cap");
 
@@ -666,6 +674,50 @@ static void test_poll_interval(void)
 }
 
 /*
+ * Fast polling counts down every cycle, failed ones too: a host whose
+ * GET_TARGET or START keeps failing after the target moved must not keep
+ * the balloon polling fast for ever.
+ */
+static void test_poll_counts_failures(void)
+{
+	struct sim *s = setup(0x0e);
+	unsigned int i;
+
+	s->host.target = 4096;
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "poll, failing: fast once the target moved");
+	for (i = 0; i < VMB_POLL_FAST_CYCLES; i++) {
+		s->host.fail_on_cmd = VMB_CMD_GET_TARGET;
+		sim_cycle(s);
+	}
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], 1 + VMB_POLL_FAST_CYCLES,
+	       "poll, failing: GET_TARGET asked every cycle");
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "poll, failing: slow after %u cycles of failing GET_TARGET",
+	       VMB_POLL_FAST_CYCLES);
+
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
+	       "poll, failing: fast again when the target moves");
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	s->host.fail_start = 1000;
+	sim_cycles(s, VMB_POLL_FAST_CYCLES);
+	tap_ok(s->b.reset_required, "poll, failing: START still failing");
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "poll, failing: slow after %u cycles of failing START",
+	       VMB_POLL_FAST_CYCLES);
+
+	s->host.fail_start = 0;
+	s->host.target = 2000;
+	sim_cycle(s);
+	tap_eq(s->b.size, 2000, "poll, failing: back at target after START");
+	check_consistent(s, "poll, failing");
+	shutdown_and_check(s, "poll, failing");
+}
+
+/*
  * A glance between cycles: one GET_TARGET while settled, a cycle's work
  * only if the target moved, and never a retry of a failed allocation.
  */
@@ -676,6 +728,7 @@ static void test_glance(void)
 
 	s->fail_4k_after = 1000;
 	sim_cycle(s);
+	s->now_ms += VMB_POLL_SLOW_MS / 2;	/* between two cycles */
 	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
 	       "glance: wanted while settled");
 	gets = s->host.calls[VMB_CMD_GET_TARGET];
@@ -696,8 +749,10 @@ static void test_glance(void)
 
 	/* short of an unchanged target: only the next cycle tries again */
 	s->host.target = 2000;
+	s->now_ms += VMB_POLL_FAST_MS;
 	sim_cycle(s);
 	tap_eq(s->b.size, 1000, "glance: allocation failed in the cycle");
+	s->now_ms += VMB_POLL_SLOW_MS / 2;
 	locks = lock_calls(s);
 	tap_eq(vmb_glance(&s->b), false, "glance: still short, target unchanged");
 	tap_eq(s->b.page_stats[VMB_PAGE_STAT_ALLOC_FAIL][VMB_PAGE_4K], 1,
@@ -714,6 +769,62 @@ static void test_glance(void)
 	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets,
 	       "glance: no command without locking");
 	shutdown_and_check(s, "glance, no locking");
+}
+
+/*
+ * At idle the cycle's timer wakes the CPU once a second, and the glance's
+ * deferrable timer, long expired, fires in the same wakeup, before or
+ * after the cycle. Either way only one of them asks for the target.
+ */
+static void test_glance_idle(void)
+{
+	struct sim *s = setup(0x06);
+	unsigned int sec;
+	u64 gets;
+
+	sim_cycle(s);
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	for (sec = 0; sec < 10; sec++) {
+		s->now_ms += VMB_POLL_SLOW_MS;
+		if (sec % 2) {
+			vmb_glance(&s->b);
+			s->now_ms += 1;
+			sim_cycle(s);
+		} else {
+			sim_cycle(s);
+			s->now_ms += 1;
+			vmb_glance(&s->b);
+		}
+	}
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET] - gets, 10,
+	       "glance, idle: one GET_TARGET a simulated second");
+
+	/* between two cycles the glance still asks, and follows a move */
+	s->now_ms += VMB_POLL_SLOW_MS / 2;
+	s->host.target = 512;
+	tap_eq(vmb_glance(&s->b), true, "glance, idle: asks between cycles");
+	tap_eq(s->b.size, 512, "glance, idle: followed the new target");
+
+	/* a cycle just after a glance works on the glanced target */
+	s->host.target = 0;
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets,
+	       "glance, idle: a cycle just after it does not ask again");
+	tap_eq(s->b.size, 512, "glance, idle: ... and uses its answer");
+	s->now_ms += VMB_POLL_FAST_MS;
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "glance, idle: the next cycle follows the host");
+
+	/* a doorbell right after a glance: the cycle asks anew */
+	s->now_ms += VMB_POLL_SLOW_MS / 2;
+	s->host.target = 256;
+	vmb_glance(&s->b);
+	s->host.target = 0;
+	vmb_work(&s->b, true);
+	tap_eq(s->b.size, 0, "glance, idle: a doorbell after it is followed");
+	check_consistent(s, "glance, idle");
+	shutdown_and_check(s, "glance, idle");
 }
 
 /* The first failed allocation ends the cycle. */
@@ -1263,7 +1374,9 @@ int main(void)
 	test_alloc_failure();
 	test_2m_batch_size();
 	test_poll_interval();
+	test_poll_counts_failures();
 	test_glance();
+	test_glance_idle();
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_doorbell();
