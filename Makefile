@@ -11,7 +11,9 @@
 #                   (debian/make-repo; the key: tests/lib/project-key)
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
-#                   (bookworm; VMB_SUITE=trixie or sid for the others)
+#                   (bookworm; VMB_SUITE=trixie or sid for the others,
+#                   VMB_IMAGE_VARIANT=genericcloud for one without dkms,
+#                   compiler or headers)
 #   make demo       boot a VMware-like guest and watch it balloon
 #   make bench      the balloon benchmark: this package vs the kernel's own
 #                   vmw_balloon vs virtio_balloon, in bookworm guests
