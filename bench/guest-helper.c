@@ -4,9 +4,10 @@
  * there with the guest's gcc when the bench first talks to a guest).
  *
  *   guest-helper floor
- *	The physical floor: map 1 GiB of anonymous memory, ask for 2 MiB
- *	pages (MADV_HUGEPAGE) and populate it for writing, as the kernel does
- *	for a balloon page: allocate and zero, no hypercall.  Prints one line:
+ *	Context beside the floor (bench/floor/ measures that in the kernel):
+ *	map 1 GiB of anonymous memory, ask for 2 MiB pages (MADV_HUGEPAGE)
+ *	and populate it for writing: page faults, allocation and zeroing, no
+ *	hypercall.  Prints one line:
  *	"<ms to populate> <KiB of it in 2 MiB pages> <ms of one more pass
  *	writing zeros over it>" (the last: what one zeroing costs here).
  *

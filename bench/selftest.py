@@ -116,8 +116,10 @@ class FakeRun(bench.Run):
             for i in range(self.current() // 8):
                 bits[bench.RAM_FRAMES // 8 - 1 - i] = 0xff
             return f"{bench.RAM_FRAMES} {self.size} {bits.hex()}"
+        if command.startswith("insmod") and "vmb_bench_floor" in command:
+            return "200000000 512"
         if "floor" in command:
-            return "200.0 1048576 60.0"
+            return "250.0 1048576 60.0"
         if "/proc/stat" in command:
             return f"cpu {self.cpu} 0 {self.cpu} 100 0 0 0 0 0 0"
         if "meminfo" in command:

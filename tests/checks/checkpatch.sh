@@ -1,5 +1,6 @@
 #!/bin/bash
-# checkpatch.pl --strict on every source file of the module.
+# checkpatch.pl --strict on every source file of the module (and of the
+# benchmark's floor module, bench/floor/).
 #
 # Run outside a kernel tree, checkpatch cannot know the kernel's own names,
 # so it reports CHECK:CAMELCASE for kernel APIs such as __SetPageOffline.
@@ -14,6 +15,7 @@ for f in "$root"/src/*.[ch] "$root"/src/probes/*.c; do
 	# not build products: the kernel's and the probes' (conftest.sh)
 	[[ $f == *.mod.c || $f == */vmb_features.h ]] || files+=("$f")
 done
+files+=("$root"/bench/floor/Kbuild "$root"/bench/floor/vmb_bench_floor.c)
 
 # checkpatch writes a cache file into its working directory
 work=$(mktemp -d)
