@@ -2,9 +2,10 @@
 /*
  * The balloon's policy, independent of any OS.
  *
- * Once a cycle (every second, every 100 ms while the target moves, or when
- * the host rings the doorbell) the core resets the connection if the host
- * asked for it, fetches the target and inflates or deflates towards it;
+ * Once a cycle (every second, every 100 ms while the target moves, or at
+ * once when the host rings the doorbell) the core resets the connection if
+ * the host asked for it, fetches the target and inflates or deflates
+ * towards it;
  * between cycles, a glance at the target starts one early if it moved.
  * This file decides how much, in which page size, and what each of the
  * host's answers means; protocol.c encodes the commands and the OS glue
@@ -525,24 +526,28 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
  */
 static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
 {
+	/* read without the lock too: see vmb_poll_interval_ms() */
 	if (b->target != prev_target)
-		b->fast_polls = VMB_POLL_FAST_CYCLES;
+		VMB_WRITE_ONCE(b->fast_polls, VMB_POLL_FAST_CYCLES);
 	else if (b->fast_polls)
-		b->fast_polls--;
+		VMB_WRITE_ONCE(b->fast_polls, b->fast_polls - 1);
 }
 
 /**
  * vmb_work() - one cycle of the balloon
  * @b: the balloon
- * @doorbell: the host rang the doorbell since the last cycle
  *
  * Resets the connection if needed, then fetches the target and moves the
- * balloon towards it. The OS glue runs this at the interval
- * vmb_poll_interval_ms() gives, serialised with everything else that
- * touches @b.
+ * balloon towards it. The OS glue runs this when the interval it returns
+ * has passed, or at once when the host rings (vmb_doorbell()), serialised
+ * with everything else that touches @b.
+ *
+ * Return: milliseconds until the next cycle, as vmb_poll_interval_ms()
+ * gives them: 0 if the host rang while this cycle ran.
  */
-void vmb_work(struct vmb_balloon *b, bool doorbell)
+unsigned int vmb_work(struct vmb_balloon *b)
 {
+	bool doorbell = VMB_XCHG(b->doorbell_rung, false);
 	u64 now = vmb_os_now_ms(b);
 	bool fresh = !doorbell && b->glanced &&
 		     now - b->glance_ms < VMB_POLL_GLANCE_MS;
@@ -570,18 +575,41 @@ void vmb_work(struct vmb_balloon *b, bool doorbell)
 		vmb_change(b);
 	/* failed cycles count too, or a failing host keeps us polling fast */
 	vmb_update_poll(b, prev_target);
+	return vmb_poll_interval_ms(b);
+}
+
+/**
+ * vmb_doorbell() - the host rang the doorbell: it wants a cycle now
+ * @b: the balloon
+ *
+ * For the OS's doorbell handler, at any time: it needs no lock and never
+ * waits. The next vmb_work() counts the ring and asks for the target
+ * anew; until it begins, vmb_poll_interval_ms() says 0, so that a ring
+ * that comes while a cycle runs is not pushed back by that cycle's own
+ * rescheduling. The handler then kicks the worker itself.
+ */
+void vmb_doorbell(struct vmb_balloon *b)
+{
+	(void)VMB_XCHG(b->doorbell_rung, true);
 }
 
 /**
  * vmb_poll_interval_ms() - when the OS should run the next cycle
  * @b: the balloon
  *
- * Return: milliseconds until the next vmb_work(): VMB_POLL_FAST_MS for
- * VMB_POLL_FAST_CYCLES cycles after the target moved, else VMB_POLL_SLOW_MS.
+ * Lockless, like vmb_doorbell(): the OS may ask again after it queued the
+ * next cycle, to catch a ring that came in between.
+ *
+ * Return: milliseconds until the next vmb_work(): 0 if the host rang since
+ * the last one began, VMB_POLL_FAST_MS for VMB_POLL_FAST_CYCLES cycles
+ * after the target moved, else VMB_POLL_SLOW_MS.
  */
 unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
 {
-	return b->fast_polls ? VMB_POLL_FAST_MS : VMB_POLL_SLOW_MS;
+	if (VMB_READ_ONCE(b->doorbell_rung))
+		return 0;
+	return VMB_READ_ONCE(b->fast_polls) ? VMB_POLL_FAST_MS :
+					      VMB_POLL_SLOW_MS;
 }
 
 /**

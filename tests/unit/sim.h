@@ -54,6 +54,9 @@ struct sim_host {
 	u32 refuse_unlock;	/* status for every unlock; 0 off */
 	unsigned int refuse_count;
 	bool entry_garbage;	/* scribble on the PFN bits of entries */
+	int ring_on_cmd;	/* ring the doorbell (vmb_doorbell(), as if from
+				 * another thread) when this command comes,
+				 * once; -1 off */
 
 	/* what the guest did */
 	u64 calls[VMB_CMD_NUM + 1];	/* last slot: unknown commands */
@@ -112,7 +115,7 @@ struct sim_config {
 
 void sim_init(struct sim *s, const struct sim_config *cfg);
 void sim_destroy(struct sim *s);
-void sim_cycle(struct sim *s);
+unsigned int sim_cycle(struct sim *s);
 void sim_host_restart(struct sim *s);
 void sim_cycles(struct sim *s, unsigned int n);
 u64 sim_list_frames(const struct sim *s);

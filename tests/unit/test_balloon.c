@@ -56,6 +56,67 @@ static u64 unlock_calls(const struct sim *s)
 	       s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
 }
 
+/*
+ * A ring while a cycle runs: the next cycle runs at once, whatever that
+ * cycle's own rescheduling says, and counts the ring. A ring between two
+ * cycles makes the next one due at once too.
+ */
+static void test_doorbell_during_cycle(void)
+{
+	static const enum vmb_cmd rings_at[] = {
+		VMB_CMD_GET_TARGET, VMB_CMD_BATCHED_2M_LOCK,
+		VMB_CMD_BATCHED_LOCK, VMB_CMD_START,
+	};
+	struct sim *s = setup(0x3e);
+	unsigned int i;
+
+	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS, "ring: idle, next cycle in 1 s");
+	s->host.target = 1000;	/* one 2 MiB page, 488 of 4 KiB */
+	tap_eq(sim_cycle(s), VMB_POLL_FAST_MS, "ring: target moved, fast polls");
+	for (i = 0; i < sizeof(rings_at) / sizeof(rings_at[0]); i++) {
+		unsigned long rings = s->b.stats[VMB_STAT_DOORBELL];
+		u64 gets;
+
+		if (rings_at[i] == VMB_CMD_START) {
+			/* a cycle that only asks, and is told to reset */
+			s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+			sim_cycle(s);
+			rings = s->b.stats[VMB_STAT_DOORBELL];
+		}
+		s->host.target += 1500;	/* 2 MiB and 4 KiB pages to lock */
+		s->host.ring_on_cmd = rings_at[i];
+		tap_eq(sim_cycle(s), 0,
+		       "ring during %s: the next cycle at once",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->host.ring_on_cmd, -1, "ring during %s: rung",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(vmb_poll_interval_ms(&s->b), 0,
+		       "ring during %s: still due at once when asked again",
+		       vmb_cmd_names[rings_at[i]]);
+		gets = s->host.calls[VMB_CMD_GET_TARGET];
+		tap_eq(sim_cycle(s), VMB_POLL_FAST_MS,
+		       "ring during %s: after that cycle, polls as before",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets + 1,
+		       "ring during %s: that cycle asks for the target",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->b.stats[VMB_STAT_DOORBELL], rings + 1,
+		       "ring during %s: counted once", vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->b.size, s->host.target, "ring during %s: at target",
+		       vmb_cmd_names[rings_at[i]]);
+	}
+	sim_cycles(s, VMB_POLL_FAST_CYCLES);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "ring between cycles: slow before");
+	vmb_doorbell(&s->b);
+	tap_eq(vmb_poll_interval_ms(&s->b), 0,
+	       "ring between cycles: the next cycle due at once");
+	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS,
+	       "ring between cycles: slow again after it");
+	check_consistent(s, "ring during a cycle");
+	shutdown_and_check(s, "ring during a cycle");
+}
+
 /* Every capability subset a host may grant, and a protocol-v2 host. */
 static void test_capability_subsets(void)
 {
@@ -821,7 +882,8 @@ static void test_glance_idle(void)
 	s->host.target = 256;
 	vmb_glance(&s->b);
 	s->host.target = 0;
-	vmb_work(&s->b, true);
+	vmb_doorbell(&s->b);
+	sim_cycle(s);
 	tap_eq(s->b.size, 0, "glance, idle: a doorbell after it is followed");
 	check_consistent(s, "glance, idle");
 	shutdown_and_check(s, "glance, idle");
@@ -937,7 +999,8 @@ static void test_doorbell(void)
 	sim_cycles(s, 2);
 	tap_eq(s->doorbells_created, 2, "doorbell: made again after a reset");
 	tap_eq(s->b.size, 100, "doorbell: balloon back at target");
-	vmb_work(&s->b, true);
+	vmb_doorbell(&s->b);
+	sim_cycle(s);
 	tap_eq(s->b.stats[VMB_STAT_DOORBELL], 1, "doorbell: rings counted");
 	vmb_shutdown(&s->b);
 	tap_ok(!s->doorbell_exists, "doorbell: destroyed on unload");
@@ -1380,6 +1443,7 @@ int main(void)
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_doorbell();
+	test_doorbell_during_cycle();
 	test_scribbled_entries();
 	test_stats_format();
 	test_cmd_out_of_range();
