@@ -26,6 +26,11 @@ static enum vmb_list vmb_refused_list(enum vmb_page_size size)
 	return size == VMB_PAGE_2M ? VMB_LIST_REFUSED_2M : VMB_LIST_REFUSED_4K;
 }
 
+static enum vmb_list vmb_held_list(enum vmb_page_size size)
+{
+	return size == VMB_PAGE_2M ? VMB_LIST_HELD_2M : VMB_LIST_HELD_4K;
+}
+
 /* The size is read without the lock (debugfs): see platform.h. */
 static void vmb_size_add(struct vmb_balloon *b, u64 frames)
 {
@@ -345,15 +350,29 @@ static void vmb_inflate(struct vmb_balloon *b)
 	vmb_release_refused(b);
 }
 
+/* The pages the host would not unlock go back into the balloon. */
+static void vmb_put_back_held(struct vmb_balloon *b)
+{
+	enum vmb_page_size size;
+	struct vmb_page *page;
+
+	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++)
+		while ((page = vmb_os_list_pop(b, vmb_held_list(size))))
+			vmb_os_list_add(b, vmb_balloon_list(size), page);
+}
+
 /*
  * Unlock and free up to @frames frames, 4 KiB pages first; with @whole, a
  * remainder smaller than a page still takes one whole page (memory
- * pressure wants at least what it asked for). Pages the host will not
- * unlock stay in the balloon, and the deflation ends there. A page the
- * host says is not locked is free to go, but only on its own status: a
- * batch that failed as a whole unlocked nothing. A list is done when the
- * OS gives no more pages from it: it may hold some back for migration.
- * Returns the frames freed.
+ * pressure wants at least what it asked for). A page the host will not
+ * unlock stays in the balloon: it is set aside until the deflation ends
+ * and put back then, so that the pages behind it get their turn (on the
+ * list's head, it would otherwise stop every deflation, one page per
+ * command most of all). Each page is tried once per deflation at most. A
+ * page the host says is not locked is free to go, but only on its own
+ * status: a command that failed as a whole unlocked nothing, and ends the
+ * deflation. A list is done when the OS gives no more pages from it: it
+ * may hold some back for migration. Returns the frames freed.
  */
 static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
 {
@@ -367,7 +386,7 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
 		while (frames && !b->reset_required) {
 			u64 n_max = whole ? (frames + per_page - 1) / per_page :
 					    frames / per_page;
-			unsigned int n = 0, i, kept = 0;
+			unsigned int n = 0, i;
 			u32 overall;
 
 			if (!n_max)
@@ -392,15 +411,17 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
 					frames -= frames < per_page ? frames :
 								      per_page;
 				} else {
-					vmb_os_list_add(b, list, b->pages[i]);
-					kept++;
+					vmb_os_list_add(b, vmb_held_list(size),
+							b->pages[i]);
 				}
 			}
-			if (kept)
-				return freed;
+			if (vmb_chunk_failed(b, overall))
+				goto out;
 			vmb_os_yield(b);
 		}
 	}
+out:
+	vmb_put_back_held(b);
 	return freed;
 }
 

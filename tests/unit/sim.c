@@ -84,6 +84,8 @@ static u32 host_lock_one(struct sim *s, u64 pfn, bool is_2m, bool lock,
 		return VMB_ERROR_PPN_UNLOCKED;
 	if (h->refuse_unlock)
 		return h->refuse_unlock;
+	if (f->pinned)
+		return VMB_ERROR_PPN_PINNED;
 	for (i = 0; i < frames; i++)
 		f[i].locked = false;
 	f->locked_2m_head = false;

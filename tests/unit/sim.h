@@ -24,6 +24,7 @@ struct sim_frame {
 	bool locked;		/* the host holds it */
 	bool locked_2m_head;	/* locked as the head of a 2 MiB entry */
 	bool isolated;		/* taken off the balloon list for migration */
+	bool pinned;		/* the host will not unlock it (PPN_PINNED) */
 };
 
 /* The host's side: what a hypervisor would keep, plus fault injection. */

@@ -933,6 +933,74 @@ static void test_unlock_refusals(void)
 }
 
 /*
+ * One page the host will not unlock, the first a deflation takes: it stays
+ * in the balloon, and every other page still goes, in single-page mode
+ * (one page per command) as in batches, and the 2 MiB pages after the
+ * 4 KiB ones. The page goes back on the balloon list, and leaves once the
+ * host lets it go. A command that fails as a whole still ends the
+ * deflation.
+ */
+static void test_unlock_one_pinned(void)
+{
+	static const struct {
+		u32 caps;
+		u64 target;
+	} cases[] = {
+		{ 0x02, 100 },		/* single-page */
+		{ 0x06, 1000 },		/* two batches */
+		{ 0x0e, 3000 },		/* 440 pages of 4 KiB, then 2 MiB ones */
+	};
+	unsigned int i;
+	struct sim *s;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim_frame *pinned;
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, one page pinned",
+			 cases[i].caps);
+		s = setup(cases[i].caps);
+		s->host.target = cases[i].target;
+		sim_cycle(s);
+		tap_eq(s->b.size, cases[i].target, "%s: inflated", what);
+		pinned = s->lists[VMB_LIST_BALLOON_4K];
+		pinned->pinned = true;
+		s->host.target = 0;
+		sim_cycle(s);
+		tap_eq(s->b.size, 1, "%s: every other page deflated", what);
+		tap_ok(s->lists[VMB_LIST_BALLOON_4K] == pinned && !pinned->next,
+		       "%s: the pinned page back on the balloon list", what);
+		tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K] +
+		       s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_2M] *
+		       VMB_2M_FRAMES, cases[i].target - 1,
+		       "%s: frees counted", what);
+		check_consistent(s, what);
+		sim_cycle(s);
+		tap_eq(s->b.size, 1, "%s: still refused next cycle", what);
+		pinned->pinned = false;
+		sim_cycle(s);
+		tap_eq(s->b.size, 0, "%s: gone once the host unlocks it", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+
+	/* single-page: a command failing as a whole ends the deflation */
+	s = setup(0x02);
+	s->host.target = 10;
+	sim_cycle(s);
+	s->host.busy_on_cmd = VMB_CMD_UNLOCK;
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_UNLOCK], 1,
+	       "single-page, UNLOCK answers BUSY: no other page tried");
+	tap_eq(s->b.size, 10, "single-page, UNLOCK answers BUSY: all kept");
+	check_consistent(s, "single-page, BUSY");
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "single-page, BUSY: deflated next cycle");
+	shutdown_and_check(s, "single-page, BUSY");
+}
+
+/*
  * Only a page's own status frees it: a batch failing as a whole with
  * PPN_UNLOCKED has unlocked nothing. In single-page mode the status is
  * the page's own, and PPN_UNLOCKED frees it.
@@ -1442,6 +1510,7 @@ int main(void)
 	test_glance_idle();
 	test_unlock_refusals();
 	test_unlock_batch_status();
+	test_unlock_one_pinned();
 	test_doorbell();
 	test_doorbell_during_cycle();
 	test_scribbled_entries();

@@ -218,6 +218,35 @@ static void test_shrink_refused(void)
 	shutdown_and_check(s, "refused");
 }
 
+/*
+ * One page the host will not unlock, the first a deflation takes: the
+ * shrinker (and the OOM notifier, which asks the same) still gets memory
+ * back, one page per command as in batches.
+ */
+static void test_shrink_one_pinned(void)
+{
+	static const u32 caps[] = { 0x02, 0x26 };
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		struct sim *s = setup(caps[i]);
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, one page pinned", caps[i]);
+		s->host.target = 1000;
+		sim_cycle(s);
+		s->lists[VMB_LIST_BALLOON_4K]->pinned = true;
+		tap_eq(vmb_shrink(&s->b, 256), 512, "%s: a batch given back",
+		       what);
+		check_size(s, 488, what);
+		tap_eq(vmb_shrink(&s->b, VMB_PRESSURE_MIN_FRAMES), 487,
+		       "%s: all but that page given back next", what);
+		check_size(s, 1, what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
 /* Without a connection the balloon is empty: a shrink frees nothing. */
 static void test_shrink_no_connection(void)
 {
@@ -258,6 +287,7 @@ int main(void)
 	test_pressure_during_inflation();
 	test_pressure_between_cycles();
 	test_shrink_refused();
+	test_shrink_one_pinned();
 	test_shrink_no_connection();
 	test_shrink_reset();
 
