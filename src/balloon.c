@@ -92,22 +92,39 @@ static void vmb_release_refused(struct vmb_balloon *b)
 }
 
 /*
+ * Free ballooned pages without telling the host, 4 KiB pages first, until
+ * at least @frames frames are freed or the lists are empty: the host no
+ * longer holds them (a reset is pending, or START(0) closed the
+ * connection). Returns the frames freed.
+ */
+static u64 vmb_forget(struct vmb_balloon *b, u64 frames)
+{
+	enum vmb_page_size size;
+	struct vmb_page *page;
+	u64 freed = 0;
+
+	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
+		u64 per_page = vmb_frames_per_page(size);
+
+		while (freed < frames &&
+		       (page = vmb_os_list_pop(b, vmb_balloon_list(size)))) {
+			vmb_os_page_free(b, page, size);
+			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
+			vmb_size_sub(b, per_page);
+			freed += per_page;
+			vmb_os_yield(b);
+		}
+	}
+	return freed;
+}
+
+/*
  * Free every ballooned page without telling the host: after a reset, or
  * after START(0) on unload, the host no longer holds them.
  */
 static void vmb_pop(struct vmb_balloon *b)
 {
-	enum vmb_page_size size;
-	struct vmb_page *page;
-
-	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
-		while ((page = vmb_os_list_pop(b, vmb_balloon_list(size)))) {
-			vmb_os_page_free(b, page, size);
-			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
-			vmb_size_sub(b, vmb_frames_per_page(size));
-			vmb_os_yield(b);
-		}
-	}
+	vmb_forget(b, ~0ULL);
 	vmb_release_refused(b);
 }
 
@@ -433,7 +450,10 @@ out:
  * Deflates at least @frames, and at least VMB_PRESSURE_MIN_FRAMES, if the
  * balloon has them (a 2 MiB page whole, if that is what is left), 4 KiB
  * pages first, unlocking every page with the host as any deflation does:
- * that is how the host learns what the guest took back.
+ * that is how the host learns what the guest took back. While a reset is
+ * pending (the host asked for it, perhaps in answer to this very
+ * deflation), the host has forgotten every page: they are freed without
+ * UNLOCK, which the host would only answer with RESET.
  * The balloon then stays below its target for VMB_PRESSURE_HOLDOFF_MS,
  * counted from the latest request. Serialised like vmb_work().
  *
@@ -448,6 +468,8 @@ u64 vmb_shrink(struct vmb_balloon *b, u64 frames)
 		frames = VMB_PRESSURE_MIN_FRAMES;
 	if (!b->reset_required && b->batch_max)
 		freed = vmb_deflate(b, frames, true);
+	if (b->reset_required && freed < frames)
+		freed += vmb_forget(b, frames - freed);
 	vmb_stat_add(&b->stats[VMB_STAT_SHRINK_FREE], freed);
 	return freed;
 }
