@@ -2,9 +2,10 @@
 /*
  * The balloon's policy, independent of any OS.
  *
- * Once a cycle (every second, every 100 ms while the target moves, or when
- * the host rings the doorbell) the core resets the connection if the host
- * asked for it, fetches the target and inflates or deflates towards it;
+ * Once a cycle (every second, every 100 ms while the target moves, or at
+ * once when the host rings the doorbell) the core resets the connection if
+ * the host asked for it, fetches the target and inflates or deflates
+ * towards it;
  * between cycles, a glance at the target starts one early if it moved.
  * This file decides how much, in which page size, and what each of the
  * host's answers means; protocol.c encodes the commands and the OS glue
@@ -23,6 +24,11 @@ static enum vmb_list vmb_balloon_list(enum vmb_page_size size)
 static enum vmb_list vmb_refused_list(enum vmb_page_size size)
 {
 	return size == VMB_PAGE_2M ? VMB_LIST_REFUSED_2M : VMB_LIST_REFUSED_4K;
+}
+
+static enum vmb_list vmb_held_list(enum vmb_page_size size)
+{
+	return size == VMB_PAGE_2M ? VMB_LIST_HELD_2M : VMB_LIST_HELD_4K;
 }
 
 /* The size is read without the lock (debugfs): see platform.h. */
@@ -86,22 +92,39 @@ static void vmb_release_refused(struct vmb_balloon *b)
 }
 
 /*
+ * Free ballooned pages without telling the host, 4 KiB pages first, until
+ * at least @frames frames are freed or the lists are empty: the host no
+ * longer holds them (a reset is pending, or START(0) closed the
+ * connection). Returns the frames freed.
+ */
+static u64 vmb_forget(struct vmb_balloon *b, u64 frames)
+{
+	enum vmb_page_size size;
+	struct vmb_page *page;
+	u64 freed = 0;
+
+	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
+		u64 per_page = vmb_frames_per_page(size);
+
+		while (freed < frames &&
+		       (page = vmb_os_list_pop(b, vmb_balloon_list(size)))) {
+			vmb_os_page_free(b, page, size);
+			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
+			vmb_size_sub(b, per_page);
+			freed += per_page;
+			vmb_os_yield(b);
+		}
+	}
+	return freed;
+}
+
+/*
  * Free every ballooned page without telling the host: after a reset, or
  * after START(0) on unload, the host no longer holds them.
  */
 static void vmb_pop(struct vmb_balloon *b)
 {
-	enum vmb_page_size size;
-	struct vmb_page *page;
-
-	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
-		while ((page = vmb_os_list_pop(b, vmb_balloon_list(size)))) {
-			vmb_os_page_free(b, page, size);
-			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
-			vmb_size_sub(b, vmb_frames_per_page(size));
-			vmb_os_yield(b);
-		}
-	}
+	vmb_forget(b, ~0ULL);
 	vmb_release_refused(b);
 }
 
@@ -344,15 +367,29 @@ static void vmb_inflate(struct vmb_balloon *b)
 	vmb_release_refused(b);
 }
 
+/* The pages the host would not unlock go back into the balloon. */
+static void vmb_put_back_held(struct vmb_balloon *b)
+{
+	enum vmb_page_size size;
+	struct vmb_page *page;
+
+	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++)
+		while ((page = vmb_os_list_pop(b, vmb_held_list(size))))
+			vmb_os_list_add(b, vmb_balloon_list(size), page);
+}
+
 /*
  * Unlock and free up to @frames frames, 4 KiB pages first; with @whole, a
  * remainder smaller than a page still takes one whole page (memory
- * pressure wants at least what it asked for). Pages the host will not
- * unlock stay in the balloon, and the deflation ends there. A page the
- * host says is not locked is free to go, but only on its own status: a
- * batch that failed as a whole unlocked nothing. A list is done when the
- * OS gives no more pages from it: it may hold some back for migration.
- * Returns the frames freed.
+ * pressure wants at least what it asked for). A page the host will not
+ * unlock stays in the balloon: it is set aside until the deflation ends
+ * and put back then, so that the pages behind it get their turn (on the
+ * list's head, it would otherwise stop every deflation, one page per
+ * command most of all). Each page is tried once per deflation at most. A
+ * page the host says is not locked is free to go, but only on its own
+ * status: a command that failed as a whole unlocked nothing, and ends the
+ * deflation. A list is done when the OS gives no more pages from it: it
+ * may hold some back for migration. Returns the frames freed.
  */
 static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
 {
@@ -366,7 +403,7 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
 		while (frames && !b->reset_required) {
 			u64 n_max = whole ? (frames + per_page - 1) / per_page :
 					    frames / per_page;
-			unsigned int n = 0, i, kept = 0;
+			unsigned int n = 0, i;
 			u32 overall;
 
 			if (!n_max)
@@ -391,15 +428,17 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
 					frames -= frames < per_page ? frames :
 								      per_page;
 				} else {
-					vmb_os_list_add(b, list, b->pages[i]);
-					kept++;
+					vmb_os_list_add(b, vmb_held_list(size),
+							b->pages[i]);
 				}
 			}
-			if (kept)
-				return freed;
+			if (vmb_chunk_failed(b, overall))
+				goto out;
 			vmb_os_yield(b);
 		}
 	}
+out:
+	vmb_put_back_held(b);
 	return freed;
 }
 
@@ -411,7 +450,10 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
  * Deflates at least @frames, and at least VMB_PRESSURE_MIN_FRAMES, if the
  * balloon has them (a 2 MiB page whole, if that is what is left), 4 KiB
  * pages first, unlocking every page with the host as any deflation does:
- * that is how the host learns what the guest took back.
+ * that is how the host learns what the guest took back. While a reset is
+ * pending (the host asked for it, perhaps in answer to this very
+ * deflation), the host has forgotten every page: they are freed without
+ * UNLOCK, which the host would only answer with RESET.
  * The balloon then stays below its target for VMB_PRESSURE_HOLDOFF_MS,
  * counted from the latest request. Serialised like vmb_work().
  *
@@ -426,6 +468,8 @@ u64 vmb_shrink(struct vmb_balloon *b, u64 frames)
 		frames = VMB_PRESSURE_MIN_FRAMES;
 	if (!b->reset_required && b->batch_max)
 		freed = vmb_deflate(b, frames, true);
+	if (b->reset_required && freed < frames)
+		freed += vmb_forget(b, frames - freed);
 	vmb_stat_add(&b->stats[VMB_STAT_SHRINK_FREE], freed);
 	return freed;
 }
@@ -525,24 +569,28 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
  */
 static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
 {
+	/* read without the lock too: see vmb_poll_interval_ms() */
 	if (b->target != prev_target)
-		b->fast_polls = VMB_POLL_FAST_CYCLES;
+		VMB_WRITE_ONCE(b->fast_polls, VMB_POLL_FAST_CYCLES);
 	else if (b->fast_polls)
-		b->fast_polls--;
+		VMB_WRITE_ONCE(b->fast_polls, b->fast_polls - 1);
 }
 
 /**
  * vmb_work() - one cycle of the balloon
  * @b: the balloon
- * @doorbell: the host rang the doorbell since the last cycle
  *
  * Resets the connection if needed, then fetches the target and moves the
- * balloon towards it. The OS glue runs this at the interval
- * vmb_poll_interval_ms() gives, serialised with everything else that
- * touches @b.
+ * balloon towards it. The OS glue runs this when the interval it returns
+ * has passed, or at once when the host rings (vmb_doorbell()), serialised
+ * with everything else that touches @b.
+ *
+ * Return: milliseconds until the next cycle, as vmb_poll_interval_ms()
+ * gives them: 0 if the host rang while this cycle ran.
  */
-void vmb_work(struct vmb_balloon *b, bool doorbell)
+unsigned int vmb_work(struct vmb_balloon *b)
 {
+	bool doorbell = VMB_XCHG(b->doorbell_rung, false);
 	u64 now = vmb_os_now_ms(b);
 	bool fresh = !doorbell && b->glanced &&
 		     now - b->glance_ms < VMB_POLL_GLANCE_MS;
@@ -570,18 +618,41 @@ void vmb_work(struct vmb_balloon *b, bool doorbell)
 		vmb_change(b);
 	/* failed cycles count too, or a failing host keeps us polling fast */
 	vmb_update_poll(b, prev_target);
+	return vmb_poll_interval_ms(b);
+}
+
+/**
+ * vmb_doorbell() - the host rang the doorbell: it wants a cycle now
+ * @b: the balloon
+ *
+ * For the OS's doorbell handler, at any time: it needs no lock and never
+ * waits. The next vmb_work() counts the ring and asks for the target
+ * anew; until it begins, vmb_poll_interval_ms() says 0, so that a ring
+ * that comes while a cycle runs is not pushed back by that cycle's own
+ * rescheduling. The handler then kicks the worker itself.
+ */
+void vmb_doorbell(struct vmb_balloon *b)
+{
+	(void)VMB_XCHG(b->doorbell_rung, true);
 }
 
 /**
  * vmb_poll_interval_ms() - when the OS should run the next cycle
  * @b: the balloon
  *
- * Return: milliseconds until the next vmb_work(): VMB_POLL_FAST_MS for
- * VMB_POLL_FAST_CYCLES cycles after the target moved, else VMB_POLL_SLOW_MS.
+ * Lockless, like vmb_doorbell(): the OS may ask again after it queued the
+ * next cycle, to catch a ring that came in between.
+ *
+ * Return: milliseconds until the next vmb_work(): 0 if the host rang since
+ * the last one began, VMB_POLL_FAST_MS for VMB_POLL_FAST_CYCLES cycles
+ * after the target moved, else VMB_POLL_SLOW_MS.
  */
 unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
 {
-	return b->fast_polls ? VMB_POLL_FAST_MS : VMB_POLL_SLOW_MS;
+	if (VMB_READ_ONCE(b->doorbell_rung))
+		return 0;
+	return VMB_READ_ONCE(b->fast_polls) ? VMB_POLL_FAST_MS :
+					      VMB_POLL_SLOW_MS;
 }
 
 /**

@@ -97,7 +97,9 @@ enum vmb_page_stat {
  * @inflate_after_ms: no inflation before this time of vmb_os_now_ms(): the
  *	hold-off after memory pressure
  * @pressure_pending: the guest asked for memory back while the core was
- *	busy (see vmb_pressure()); the only field written without the lock
+ *	busy (see vmb_pressure()); written without the lock
+ * @doorbell_rung: the host rang the doorbell since the last cycle began
+ *	(see vmb_doorbell()); written without the lock
  * @fast_polls: cycles left to poll every VMB_POLL_FAST_MS
  * @cycle_ms: when the last cycle ran, in vmb_os_now_ms() time
  * @glance_ms: when the last glance got the target
@@ -108,7 +110,7 @@ enum vmb_page_stat {
  * @page_stats: per page size counters, &enum vmb_page_stat
  *
  * Only the holder of the lock that serialises the core writes any field
- * but @pressure_pending.
+ * but @pressure_pending and @doorbell_rung.
  * Those vmb_stats_show() shows (the capabilities, @reset_required,
  * @target, @size and the counters) are also read without that lock, so
  * they are written with VMB_WRITE_ONCE() or vmb_stat_inc() only, and sized
@@ -130,6 +132,7 @@ struct vmb_balloon {
 	unsigned int warned;
 	u64 inflate_after_ms;
 	bool pressure_pending;
+	bool doorbell_rung;
 	unsigned int fast_polls;
 	u64 cycle_ms;
 	u64 glance_ms;
@@ -147,7 +150,8 @@ struct vmb_balloon {
 
 void vmb_init(struct vmb_balloon *b, u32 requested_caps, u64 *batch,
 	      u64 batch_pfn);
-void vmb_work(struct vmb_balloon *b, bool doorbell);
+unsigned int vmb_work(struct vmb_balloon *b);
+void vmb_doorbell(struct vmb_balloon *b);
 void vmb_stop_doorbell(struct vmb_balloon *b);
 void vmb_shutdown(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);

@@ -321,12 +321,39 @@ static inline struct page *vmb_compat_4k_alloc(void)
 /**
  * vmb_compat_4k_add() - put a locked 4 KiB page on the list
  * @list: the list
- * @page: the page
+ * @page: the page: a new one, or one the balloon took off the list a
+ *	moment ago and puts back (the host would not unlock it)
+ *
+ * Where the driver inserts pages itself (VMB_HAVE_BALLOON_PAGE_INSERT),
+ * the kernel's balloon_page_enqueue() takes the page lock with a trylock
+ * and BUG()s if it fails. A page just taken off the list can still be
+ * locked for a moment by compaction, which found it movable before it
+ * left the list and trylocks it after: so this waits for that lock, and
+ * inserts and counts the page as balloon_page_enqueue() would. Newer
+ * kernels take no page lock there.
+ *
+ * Context: may sleep.
  */
 static inline void vmb_compat_4k_add(struct vmb_compat_4k_list *list,
 				     struct page *page)
 {
+#if VMB_HAVE_BALLOON_PAGE_INSERT
+	unsigned long flags;
+
+	lock_page(page);
+	spin_lock_irqsave(&list->info.pages_lock, flags);
+	balloon_page_insert(&list->info, page);
+#if VMB_HAVE_BALLOON_VM_EVENTS
+	__count_vm_event(BALLOON_INFLATE);
+#endif
+#if VMB_HAVE_NR_BALLOON_PAGES
+	inc_node_page_state(page, NR_BALLOON_PAGES);
+#endif
+	spin_unlock_irqrestore(&list->info.pages_lock, flags);
+	unlock_page(page);
+#else
 	balloon_page_enqueue(&list->info, page);
+#endif
 }
 
 /**

@@ -65,7 +65,6 @@ MODULE_PARM_DESC(vmwballoon_oom_enable,
  *	a deferrable timer
  * @debugfs: the vmmemctl statistics file
  * @stopping: unload has begun; the worker must not run or requeue
- * @doorbell_rung: the host rang the doorbell since the last cycle
  * @cycle_task: the worker's task while it runs a cycle, else NULL
  * @shrinker: gives the balloon back under memory pressure
  * @shrinker_registered: @shrinker is registered
@@ -83,7 +82,6 @@ struct vmw_balloon {
 	struct delayed_work glance_dwork;
 	struct dentry *debugfs;
 	bool stopping;
-	atomic_t doorbell_rung;
 	struct task_struct *cycle_task;
 	struct vmb_compat_shrinker shrinker;
 	bool shrinker_registered;
@@ -293,12 +291,15 @@ void vmb_os_yield(struct vmb_balloon *b)
 }
 
 #if VMB_HAVE_DOORBELL
-/* VMCI runs this in process context when the host rings. */
+/*
+ * VMCI runs this in process context when the host rings: the core takes
+ * note (it needs no lock for that), then the worker is kicked.
+ */
 static void vmw_balloon_doorbell(void *data)
 {
 	struct vmw_balloon *vb = data;
 
-	atomic_set(&vb->doorbell_rung, 1);
+	vmb_doorbell(&vb->core);
 	mod_delayed_work(system_freezable_wq, &vb->dwork, 0);
 }
 
@@ -385,13 +386,12 @@ static int vmw_balloon_oom_notify(struct notifier_block *nb,
 }
 
 /*
- * Queue the next cycle, and the glance before it if the core wants one.
- * Under vb->lock, so that unload, once it has set vb->stopping, can cancel
- * both for good.
+ * Queue the next cycle in @ms, as the core said, and the glance before it
+ * if the core wants one. Under vb->lock, so that unload, once it has set
+ * vb->stopping, can cancel both for good.
  */
-static void vmw_balloon_schedule(struct vmw_balloon *vb)
+static void vmw_balloon_schedule(struct vmw_balloon *vb, unsigned int ms)
 {
-	unsigned int ms = vmb_poll_interval_ms(&vb->core);
 	unsigned int glance_ms = vmb_glance_interval_ms(&vb->core);
 	unsigned long delay = msecs_to_jiffies(ms);
 
@@ -400,6 +400,14 @@ static void vmw_balloon_schedule(struct vmw_balloon *vb)
 		delay = round_jiffies_relative(delay);
 	/* freezable: the balloon sleeps while the system suspends */
 	mod_delayed_work(system_freezable_wq, &vb->dwork, delay);
+	/*
+	 * A ring since the core answered kicked the worker, and the line
+	 * above may have pushed that kick back. The ring is noted before its
+	 * kick; asked after the queuing, the core knows of it.
+	 */
+	smp_mb();
+	if (delay && !vmb_poll_interval_ms(&vb->core))
+		mod_delayed_work(system_freezable_wq, &vb->dwork, 0);
 	if (glance_ms)
 		mod_delayed_work(system_freezable_wq, &vb->glance_dwork,
 				 msecs_to_jiffies(glance_ms));
@@ -412,13 +420,14 @@ static void vmw_balloon_work(struct work_struct *work)
 {
 	struct vmw_balloon *vb = container_of(to_delayed_work(work),
 					      struct vmw_balloon, dwork);
+	unsigned int ms;
 
 	mutex_lock(&vb->lock);
 	if (!vb->stopping) {
 		WRITE_ONCE(vb->cycle_task, current);
-		vmb_work(&vb->core, atomic_xchg(&vb->doorbell_rung, 0));
+		ms = vmb_work(&vb->core);
 		WRITE_ONCE(vb->cycle_task, NULL);
-		vmw_balloon_schedule(vb);
+		vmw_balloon_schedule(vb, ms);
 	}
 	mutex_unlock(&vb->lock);
 }
@@ -442,7 +451,8 @@ static void vmw_balloon_glance_work(struct work_struct *work)
 		WRITE_ONCE(vb->cycle_task, NULL);
 		ms = vmb_glance_interval_ms(&vb->core);
 		if (moved)
-			vmw_balloon_schedule(vb);
+			vmw_balloon_schedule(vb,
+					     vmb_poll_interval_ms(&vb->core));
 		else if (ms)
 			queue_delayed_work(system_freezable_wq,
 					   &vb->glance_dwork,

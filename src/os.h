@@ -26,7 +26,10 @@ struct vmb_page;
  * balloon lists are locked by the host (PG_offline in Linux). The OS may
  * take a 4 KiB balloon page off its list at any time to migrate it (see
  * vmb_migrate()); the core does not count what is on a list, so such a
- * page is simply not found there.
+ * page is simply not found there. The held lists keep ballooned pages
+ * (the host still holds them, and the core counts them in the balloon's
+ * size) for the length of one deflation only: the OS treats them as it
+ * treats the refused lists, and never migrates them.
  */
 enum vmb_list {
 	VMB_LIST_BALLOON_4K,
@@ -34,6 +37,8 @@ enum vmb_list {
 	VMB_LIST_REFUSED_4K,	/* refused by the host this cycle */
 	VMB_LIST_REFUSED_2M,
 	VMB_LIST_SPLIT_4K,	/* pieces of refused 2 MiB pages, tried as 4 KiB */
+	VMB_LIST_HELD_4K,	/* the host would not unlock them: set aside */
+	VMB_LIST_HELD_2M,	/* until the deflation ends, then put back */
 	VMB_NR_LISTS
 };
 

@@ -9,6 +9,7 @@
 
 #ifdef __KERNEL__
 
+#include <linux/atomic.h>
 #include <linux/compiler.h>
 #include <linux/kernel.h>
 #include <linux/stddef.h>
@@ -47,6 +48,18 @@
 #else
 #define VMB_READ_ONCE(x)	__atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define VMB_WRITE_ONCE(x, val)	__atomic_store_n(&(x), (val), __ATOMIC_RELAXED)
+#endif
+
+/*
+ * VMB_XCHG() - store @val in @x and return what @x held, in one atomic
+ * step ordered against every access before and after it: for a flag that
+ * others raise without the lock and the lock holder takes down, so that
+ * no raise is lost between the holder's read and its write.
+ */
+#ifdef __KERNEL__
+#define VMB_XCHG(x, val)	xchg(&(x), val)
+#else
+#define VMB_XCHG(x, val)	__atomic_exchange_n(&(x), (val), __ATOMIC_SEQ_CST)
 #endif
 
 /**

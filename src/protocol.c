@@ -242,6 +242,36 @@ u32 vmb_page_status(const struct vmb_balloon *b, unsigned int i, u32 overall)
 }
 
 /**
+ * vmb_chunk_failed() - did the command of the last chunk fail as a whole?
+ * @b: the balloon
+ * @overall: the status vmb_send_lock_op() returned
+ *
+ * A batch command fails as a whole with any status but success. In
+ * single-page mode the status is the page's own: a PPN_* status is about
+ * that page only (the next one may fare better), any other is about the
+ * command (a RESET, a busy host, a command it does not know).
+ *
+ * Return: true if the command failed, not merely the page.
+ */
+bool vmb_chunk_failed(const struct vmb_balloon *b, u32 overall)
+{
+	if (overall == VMB_SUCCESS)
+		return false;
+	if (b->caps & VMB_CAP_BATCHED)
+		return true;
+	switch (overall) {
+	case VMB_ERROR_PPN_INVALID:
+	case VMB_ERROR_PPN_LOCKED:
+	case VMB_ERROR_PPN_UNLOCKED:
+	case VMB_ERROR_PPN_PINNED:
+	case VMB_ERROR_PPN_NOTNEEDED:
+		return false;
+	default:
+		return true;
+	}
+}
+
+/**
  * vmb_page_unlocked() - is a page of the last unlock chunk free to go?
  * @b: the balloon
  * @i: the page's index in the chunk

@@ -60,6 +60,7 @@ u32 vmb_send_lock_op(struct vmb_balloon *b, enum vmb_page_size size,
 		     unsigned int n, bool lock);
 u32 vmb_page_status(const struct vmb_balloon *b, unsigned int i,
 		    u32 overall);
+bool vmb_chunk_failed(const struct vmb_balloon *b, u32 overall);
 bool vmb_page_unlocked(const struct vmb_balloon *b, unsigned int i,
 		       u32 overall);
 

@@ -84,6 +84,8 @@ static u32 host_lock_one(struct sim *s, u64 pfn, bool is_2m, bool lock,
 		return VMB_ERROR_PPN_UNLOCKED;
 	if (h->refuse_unlock)
 		return h->refuse_unlock;
+	if (f->pinned)
+		return VMB_ERROR_PPN_PINNED;
 	for (i = 0; i < frames; i++)
 		f[i].locked = false;
 	f->locked_2m_head = false;
@@ -158,6 +160,10 @@ static u32 host_call(struct sim *s, u32 cmd, u64 a1, u64 a2, u64 *rbx,
 	struct sim_host *h = &s->host;
 
 	h->calls[cmd < VMB_CMD_NUM ? cmd : VMB_CMD_NUM]++;
+	if (h->ring_on_cmd == (int)cmd) {
+		h->ring_on_cmd = -1;
+		vmb_doorbell(&s->b);
+	}
 	*rbx = 0x5a5a5a5a5a5a5a5aULL;	/* clobbered unless set below */
 	*rcx = 0xa5a5a5a5a5a5a5a5ULL;
 
@@ -475,6 +481,7 @@ void sim_init(struct sim *s, const struct sim_config *cfg)
 	s->host.busy_on_cmd = -1;
 	s->host.fail_on_cmd = -1;
 	s->host.status_on_cmd = -1;
+	s->host.ring_on_cmd = -1;
 	s->host.refuse_status = VMB_ERROR_PPN_PINNED;
 	s->host.doorbell_status = VMB_SUCCESS;
 
@@ -488,9 +495,10 @@ void sim_destroy(struct sim *s)
 	s->frames = NULL;
 }
 
-void sim_cycle(struct sim *s)
+/* One cycle; returns when the core wants the next one, in ms. */
+unsigned int sim_cycle(struct sim *s)
 {
-	vmb_work(&s->b, false);
+	return vmb_work(&s->b);
 }
 
 void sim_cycles(struct sim *s, unsigned int n)

@@ -24,6 +24,7 @@ struct sim_frame {
 	bool locked;		/* the host holds it */
 	bool locked_2m_head;	/* locked as the head of a 2 MiB entry */
 	bool isolated;		/* taken off the balloon list for migration */
+	bool pinned;		/* the host will not unlock it (PPN_PINNED) */
 };
 
 /* The host's side: what a hypervisor would keep, plus fault injection. */
@@ -54,6 +55,9 @@ struct sim_host {
 	u32 refuse_unlock;	/* status for every unlock; 0 off */
 	unsigned int refuse_count;
 	bool entry_garbage;	/* scribble on the PFN bits of entries */
+	int ring_on_cmd;	/* ring the doorbell (vmb_doorbell(), as if from
+				 * another thread) when this command comes,
+				 * once; -1 off */
 
 	/* what the guest did */
 	u64 calls[VMB_CMD_NUM + 1];	/* last slot: unknown commands */
@@ -112,7 +116,7 @@ struct sim_config {
 
 void sim_init(struct sim *s, const struct sim_config *cfg);
 void sim_destroy(struct sim *s);
-void sim_cycle(struct sim *s);
+unsigned int sim_cycle(struct sim *s);
 void sim_host_restart(struct sim *s);
 void sim_cycles(struct sim *s, unsigned int n);
 u64 sim_list_frames(const struct sim *s);

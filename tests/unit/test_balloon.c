@@ -56,6 +56,67 @@ static u64 unlock_calls(const struct sim *s)
 	       s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
 }
 
+/*
+ * A ring while a cycle runs: the next cycle runs at once, whatever that
+ * cycle's own rescheduling says, and counts the ring. A ring between two
+ * cycles makes the next one due at once too.
+ */
+static void test_doorbell_during_cycle(void)
+{
+	static const enum vmb_cmd rings_at[] = {
+		VMB_CMD_GET_TARGET, VMB_CMD_BATCHED_2M_LOCK,
+		VMB_CMD_BATCHED_LOCK, VMB_CMD_START,
+	};
+	struct sim *s = setup(0x3e);
+	unsigned int i;
+
+	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS, "ring: idle, next cycle in 1 s");
+	s->host.target = 1000;	/* one 2 MiB page, 488 of 4 KiB */
+	tap_eq(sim_cycle(s), VMB_POLL_FAST_MS, "ring: target moved, fast polls");
+	for (i = 0; i < sizeof(rings_at) / sizeof(rings_at[0]); i++) {
+		unsigned long rings = s->b.stats[VMB_STAT_DOORBELL];
+		u64 gets;
+
+		if (rings_at[i] == VMB_CMD_START) {
+			/* a cycle that only asks, and is told to reset */
+			s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+			sim_cycle(s);
+			rings = s->b.stats[VMB_STAT_DOORBELL];
+		}
+		s->host.target += 1500;	/* 2 MiB and 4 KiB pages to lock */
+		s->host.ring_on_cmd = rings_at[i];
+		tap_eq(sim_cycle(s), 0,
+		       "ring during %s: the next cycle at once",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->host.ring_on_cmd, -1, "ring during %s: rung",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(vmb_poll_interval_ms(&s->b), 0,
+		       "ring during %s: still due at once when asked again",
+		       vmb_cmd_names[rings_at[i]]);
+		gets = s->host.calls[VMB_CMD_GET_TARGET];
+		tap_eq(sim_cycle(s), VMB_POLL_FAST_MS,
+		       "ring during %s: after that cycle, polls as before",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets + 1,
+		       "ring during %s: that cycle asks for the target",
+		       vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->b.stats[VMB_STAT_DOORBELL], rings + 1,
+		       "ring during %s: counted once", vmb_cmd_names[rings_at[i]]);
+		tap_eq(s->b.size, s->host.target, "ring during %s: at target",
+		       vmb_cmd_names[rings_at[i]]);
+	}
+	sim_cycles(s, VMB_POLL_FAST_CYCLES);
+	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	       "ring between cycles: slow before");
+	vmb_doorbell(&s->b);
+	tap_eq(vmb_poll_interval_ms(&s->b), 0,
+	       "ring between cycles: the next cycle due at once");
+	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS,
+	       "ring between cycles: slow again after it");
+	check_consistent(s, "ring during a cycle");
+	shutdown_and_check(s, "ring during a cycle");
+}
+
 /* Every capability subset a host may grant, and a protocol-v2 host. */
 static void test_capability_subsets(void)
 {
@@ -821,7 +882,8 @@ static void test_glance_idle(void)
 	s->host.target = 256;
 	vmb_glance(&s->b);
 	s->host.target = 0;
-	vmb_work(&s->b, true);
+	vmb_doorbell(&s->b);
+	sim_cycle(s);
 	tap_eq(s->b.size, 0, "glance, idle: a doorbell after it is followed");
 	check_consistent(s, "glance, idle");
 	shutdown_and_check(s, "glance, idle");
@@ -868,6 +930,74 @@ static void test_unlock_refusals(void)
 	tap_eq(s->b.size, 0, "pages the host does not hold are freed too");
 	check_consistent(s, "unlock of unlocked pages");
 	shutdown_and_check(s, "unlock refusals");
+}
+
+/*
+ * One page the host will not unlock, the first a deflation takes: it stays
+ * in the balloon, and every other page still goes, in single-page mode
+ * (one page per command) as in batches, and the 2 MiB pages after the
+ * 4 KiB ones. The page goes back on the balloon list, and leaves once the
+ * host lets it go. A command that fails as a whole still ends the
+ * deflation.
+ */
+static void test_unlock_one_pinned(void)
+{
+	static const struct {
+		u32 caps;
+		u64 target;
+	} cases[] = {
+		{ 0x02, 100 },		/* single-page */
+		{ 0x06, 1000 },		/* two batches */
+		{ 0x0e, 3000 },		/* 440 pages of 4 KiB, then 2 MiB ones */
+	};
+	unsigned int i;
+	struct sim *s;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim_frame *pinned;
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, one page pinned",
+			 cases[i].caps);
+		s = setup(cases[i].caps);
+		s->host.target = cases[i].target;
+		sim_cycle(s);
+		tap_eq(s->b.size, cases[i].target, "%s: inflated", what);
+		pinned = s->lists[VMB_LIST_BALLOON_4K];
+		pinned->pinned = true;
+		s->host.target = 0;
+		sim_cycle(s);
+		tap_eq(s->b.size, 1, "%s: every other page deflated", what);
+		tap_ok(s->lists[VMB_LIST_BALLOON_4K] == pinned && !pinned->next,
+		       "%s: the pinned page back on the balloon list", what);
+		tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K] +
+		       s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_2M] *
+		       VMB_2M_FRAMES, cases[i].target - 1,
+		       "%s: frees counted", what);
+		check_consistent(s, what);
+		sim_cycle(s);
+		tap_eq(s->b.size, 1, "%s: still refused next cycle", what);
+		pinned->pinned = false;
+		sim_cycle(s);
+		tap_eq(s->b.size, 0, "%s: gone once the host unlocks it", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+
+	/* single-page: a command failing as a whole ends the deflation */
+	s = setup(0x02);
+	s->host.target = 10;
+	sim_cycle(s);
+	s->host.busy_on_cmd = VMB_CMD_UNLOCK;
+	s->host.target = 0;
+	sim_cycle(s);
+	tap_eq(s->host.calls[VMB_CMD_UNLOCK], 1,
+	       "single-page, UNLOCK answers BUSY: no other page tried");
+	tap_eq(s->b.size, 10, "single-page, UNLOCK answers BUSY: all kept");
+	check_consistent(s, "single-page, BUSY");
+	sim_cycle(s);
+	tap_eq(s->b.size, 0, "single-page, BUSY: deflated next cycle");
+	shutdown_and_check(s, "single-page, BUSY");
 }
 
 /*
@@ -937,7 +1067,8 @@ static void test_doorbell(void)
 	sim_cycles(s, 2);
 	tap_eq(s->doorbells_created, 2, "doorbell: made again after a reset");
 	tap_eq(s->b.size, 100, "doorbell: balloon back at target");
-	vmb_work(&s->b, true);
+	vmb_doorbell(&s->b);
+	sim_cycle(s);
 	tap_eq(s->b.stats[VMB_STAT_DOORBELL], 1, "doorbell: rings counted");
 	vmb_shutdown(&s->b);
 	tap_ok(!s->doorbell_exists, "doorbell: destroyed on unload");
@@ -1379,7 +1510,9 @@ int main(void)
 	test_glance_idle();
 	test_unlock_refusals();
 	test_unlock_batch_status();
+	test_unlock_one_pinned();
 	test_doorbell();
+	test_doorbell_during_cycle();
 	test_scribbled_entries();
 	test_stats_format();
 	test_cmd_out_of_range();

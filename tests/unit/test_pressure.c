@@ -218,6 +218,35 @@ static void test_shrink_refused(void)
 	shutdown_and_check(s, "refused");
 }
 
+/*
+ * One page the host will not unlock, the first a deflation takes: the
+ * shrinker (and the OOM notifier, which asks the same) still gets memory
+ * back, one page per command as in batches.
+ */
+static void test_shrink_one_pinned(void)
+{
+	static const u32 caps[] = { 0x02, 0x26 };
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		struct sim *s = setup(caps[i]);
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, one page pinned", caps[i]);
+		s->host.target = 1000;
+		sim_cycle(s);
+		s->lists[VMB_LIST_BALLOON_4K]->pinned = true;
+		tap_eq(vmb_shrink(&s->b, 256), 512, "%s: a batch given back",
+		       what);
+		check_size(s, 488, what);
+		tap_eq(vmb_shrink(&s->b, VMB_PRESSURE_MIN_FRAMES), 487,
+		       "%s: all but that page given back next", what);
+		check_size(s, 1, what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
 /* Without a connection the balloon is empty: a shrink frees nothing. */
 static void test_shrink_no_connection(void)
 {
@@ -232,7 +261,11 @@ static void test_shrink_no_connection(void)
 	shutdown_and_check(s, "no connection");
 }
 
-/* A host reset in the middle of a shrink: the rest waits for the cycle. */
+/*
+ * A host reset in the middle of a shrink: the host has forgotten every
+ * page, so the shrink frees what it asked for without another UNLOCK, and
+ * the cycle does the rest.
+ */
 static void test_shrink_reset(void)
 {
 	struct sim *s = setup(0x26);
@@ -240,13 +273,66 @@ static void test_shrink_reset(void)
 	s->host.target = 1000;
 	sim_cycle(s);
 	s->host.reset_on_cmd = VMB_CMD_BATCHED_UNLOCK;
-	tap_eq(vmb_shrink(&s->b, 256), 0, "reset: nothing given back");
+	tap_eq(vmb_shrink(&s->b, 256), 512, "reset: a batch given back");
 	tap_ok(s->b.reset_required, "reset: a reset is due");
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_UNLOCK], 1,
+	       "reset: no UNLOCK after the RESET");
+	tap_eq(s->b.size, 488, "reset: the rest still counted");
+	check_consistent(s, "reset, pending");
 	s->now_ms += VMB_PRESSURE_HOLDOFF_MS;
 	sim_cycle(s);
 	check_size(s, 1000, "reset: back at target after the reset");
 	check_consistent(s, "reset");
 	shutdown_and_check(s, "reset");
+}
+
+/*
+ * While a reset is pending the host holds no page: the shrinker and the
+ * OOM notifier (vmb_shrink() both) still get memory back, 4 KiB pages
+ * first, freed without UNLOCK, which the host would only answer RESET.
+ */
+static void test_shrink_reset_pending(void)
+{
+	struct sim *s = setup(0x2e);
+	u64 unlocks;
+
+	s->host.target = 3000;	/* five pages of 2 MiB, 440 of 4 KiB */
+	sim_cycle(s);
+	check_size(s, 3000, "reset pending: inflated");
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	sim_cycle(s);
+	tap_ok(s->b.reset_required, "reset pending: the host asked for it");
+	tap_eq(s->host.locked_frames, 0, "reset pending: the host holds nothing");
+	unlocks = s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
+		  s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
+
+	tap_eq(vmb_shrink(&s->b, 256), 440 + 512,
+	       "reset pending: shrinker given the 4 KiB pages and a 2 MiB one");
+	tap_eq(s->b.size, 2048, "reset pending: the rest still counted");
+	check_consistent(s, "reset pending, shrinker");
+	tap_eq(vmb_shrink(&s->b, VMB_PRESSURE_MIN_FRAMES), 512,
+	       "reset pending: OOM notifier given a 2 MiB page");
+	tap_eq(vmb_shrink(&s->b, 100000), 1536,
+	       "reset pending: everything when asked for more");
+	tap_eq(vmb_shrink(&s->b, 100000), 0,
+	       "reset pending: nothing left to give");
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK], unlocks,
+	       "reset pending: no UNLOCK sent");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K], 440,
+	       "reset pending: 4 KiB frees counted");
+	tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_2M], 5,
+	       "reset pending: 2 MiB frees counted");
+	tap_eq(stat(s, VMB_STAT_SHRINK_FREE), 3000,
+	       "reset pending: shrinkFree counts them");
+	tap_eq(s->allocated, 0, "reset pending: every page back in the guest");
+	check_consistent(s, "reset pending");
+
+	s->now_ms += VMB_PRESSURE_HOLDOFF_MS;
+	sim_cycle(s);
+	check_size(s, 3000, "reset pending: back at target after the reset");
+	check_consistent(s, "reset pending, after");
+	shutdown_and_check(s, "reset pending");
 }
 
 int main(void)
@@ -258,8 +344,10 @@ int main(void)
 	test_pressure_during_inflation();
 	test_pressure_between_cycles();
 	test_shrink_refused();
+	test_shrink_one_pinned();
 	test_shrink_no_connection();
 	test_shrink_reset();
+	test_shrink_reset_pending();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);

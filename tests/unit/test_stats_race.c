@@ -6,7 +6,9 @@
  * data race; the readings themselves must also make sense (counters never
  * go back, the size never exceeds the guest's RAM). The reading thread
  * also plays reclaim finding the core busy (vmb_pressure(), which takes no
- * lock), and the cycling one reclaim that got the lock (vmb_shrink()).
+ * lock) and the host ringing the doorbell (vmb_doorbell(), no lock either,
+ * then asking vmb_poll_interval_ms() as the OS does after queuing), and
+ * the cycling one reclaim that got the lock (vmb_shrink()).
  * Prints TAP.
  */
 #include <pthread.h>
@@ -74,6 +76,10 @@ int main(void)
 		reads++;
 		if (reads % 64 == 0)
 			vmb_pressure(&sim.b);
+		if (reads % 64 == 32) {
+			vmb_doorbell(&sim.b);
+			vmb_poll_interval_ms(&sim.b);
+		}
 		if (now.timer < last.timer || now.batch_locks < last.batch_locks)
 			backwards++;
 		if (now.current > sim.nframes)
