@@ -300,13 +300,15 @@ check_autoloaded() {
 		"$(guest cat /sys/module/vmw_balloon/srcversion)" "$(guest modinfo -F srcversion "$file")"
 }
 
-# The package under test, built if it is not there yet.
+# The package under test, built if it is not there yet or out of date.
 # Guest tests may run beside one another: one builds it, the others wait.
 ensure_deb() {
 	mkdir -p "$root/build"
 	(
 		flock 9
-		[[ -f $deb ]] || make -C "$root" deb >&2
+		# make rebuilds it when anything it packages changed (its rule
+		# names the sources): a guest must never test yesterday's driver
+		make -s -C "$root" deb >&2
 	) 9>"$root/build/.package.lock" || bail "cannot build $deb"
 }
 
