@@ -2,12 +2,14 @@
 /*
  * VMware memory balloon driver: the Linux side.
  *
- * This file is the only one that touches the kernel. It implements the
- * OS hooks of os.h (the `inl` to the host, page allocation, the page lists,
- * the VMCI doorbell), runs the OS-independent core of balloon.c once a
- * second on a freezable workqueue, and shows the core's statistics in
- * debugfs. How much to balloon is decided in balloon.c; the wire protocol
- * is spoken in protocol.c.
+ * This file and linux_pages.c are the only ones that touch the kernel.
+ * This one implements the OS hooks of os.h (the `inl` to the host, page
+ * allocation, the page lists, the VMCI doorbell), leaving to linux_pages.c
+ * how ballooned pages are marked and counted and the list of 4 KiB pages
+ * that compaction may migrate. It runs the OS-independent core of
+ * balloon.c once a second on a freezable workqueue, and shows the core's
+ * statistics in debugfs. How much to balloon is decided in balloon.c; the
+ * wire protocol is spoken in protocol.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -29,6 +31,7 @@
 
 #include "balloon.h"
 #include "compat.h"
+#include "linux_pages.h"
 #include "os.h"
 
 #if VMB_HAVE_DOORBELL
@@ -75,7 +78,7 @@ MODULE_PARM_DESC(vmwballoon_oom_enable,
 struct vmw_balloon {
 	struct vmb_balloon core;
 	struct list_head lists[VMB_NR_LISTS];
-	struct vmb_compat_4k_list balloon_4k;
+	struct vmb_pages_4k balloon_4k;
 	struct page *batch_page;
 	struct mutex lock;		/* serialises the core */
 	struct delayed_work dwork;
@@ -136,7 +139,7 @@ struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 	if (size == VMB_PAGE_2M)
 		return to_vmb_page(alloc_pages(VMW_BALLOON_2M_GFP,
 					       vmb_page_sizes[size].order));
-	return to_vmb_page(vmb_compat_4k_alloc());
+	return to_vmb_page(vmb_pages_4k_alloc());
 }
 
 void vmb_os_page_free(struct vmb_balloon *b, struct vmb_page *page,
@@ -169,11 +172,11 @@ void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
 	struct page *p = to_page(page);
 
 	if (list == VMB_LIST_BALLOON_4K) {
-		vmb_compat_4k_add(&vb->balloon_4k, p);
+		vmb_pages_4k_add(&vb->balloon_4k, p);
 		return;
 	}
 	if (list == VMB_LIST_BALLOON_2M)
-		vmb_compat_account(p, VMB_2M_FRAMES, true);
+		vmb_pages_account(p, VMB_2M_FRAMES, true);
 	list_add(&p->lru, &vb->lists[list]);
 }
 
@@ -183,14 +186,14 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
 	struct page *p;
 
 	if (list == VMB_LIST_BALLOON_4K)
-		return to_vmb_page(vmb_compat_4k_take(&vb->balloon_4k));
+		return to_vmb_page(vmb_pages_4k_take(&vb->balloon_4k));
 
 	p = list_first_entry_or_null(&vb->lists[list], struct page, lru);
 	if (!p)
 		return NULL;
 	list_del(&p->lru);
 	if (list == VMB_LIST_BALLOON_2M)
-		vmb_compat_account(p, VMB_2M_FRAMES, false);
+		vmb_pages_account(p, VMB_2M_FRAMES, false);
 	return to_vmb_page(p);
 }
 
@@ -199,11 +202,12 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
  * back and takes the new one. While the worker runs a cycle (it owns the
  * batch page) the page stays where it is for now: the kernel is told to
  * try again, so memory offlining and alloc_contig_range() do not give up
- * on a page they could move a moment later.
+ * on a page they could move a moment later. linux_pages.c calls this from
+ * the kernel's migratepage callback.
  */
-enum vmb_migrate_result vmw_balloon_migrate(struct vmb_compat_4k_list *list,
-					    struct page *page,
-					    struct page *newpage)
+static enum vmb_migrate_result vmw_balloon_migrate(struct vmb_pages_4k *list,
+						   struct page *page,
+						   struct page *newpage)
 {
 	struct vmw_balloon *vb = container_of(list, struct vmw_balloon,
 					      balloon_4k);
@@ -509,7 +513,7 @@ static int __init vmw_balloon_init(void)
 
 	for (i = 0; i < VMB_NR_LISTS; i++)
 		INIT_LIST_HEAD(&vb->lists[i]);
-	err = vmb_compat_4k_init(&vb->balloon_4k);
+	err = vmb_pages_4k_init(&vb->balloon_4k, vmw_balloon_migrate);
 	if (err) {
 		pr_err("cannot set up balloon page migration: %d\n", err);
 		__free_page(vb->batch_page);
@@ -581,11 +585,11 @@ static void __exit vmw_balloon_exit(void)
 		mutex_lock(&vb->lock);
 		vmb_shutdown(&vb->core);
 		mutex_unlock(&vb->lock);
-		if (!vmb_compat_4k_isolated(&vb->balloon_4k))
+		if (!vmb_pages_4k_isolated(&vb->balloon_4k))
 			break;
 		msleep(20);
 	}
-	vmb_compat_4k_exit(&vb->balloon_4k);
+	vmb_pages_4k_exit(&vb->balloon_4k);
 	__free_page(vb->batch_page);
 	kfree(vb);
 }
