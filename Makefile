@@ -8,7 +8,8 @@
 #   make deb        build/deb/vmw-balloon-dkms_<version>_all.deb
 #   make rpm        build/rpm/RPMS/noarch/vmw-balloon-dkms-<version>-1.noarch.rpm
 #   make repo       build/repo/: a signed apt repository holding the .deb
-#                   (debian/make-repo; the key: tests/lib/project-key)
+#                   (debian/make-repo; the key: tests/lib/project-key), and
+#                   cloud-init-user-data.yaml for it (URI: VMB_REPO_URI)
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
 #                   (bookworm; VMB_SUITE=trixie or sid for the others,

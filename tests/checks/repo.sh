@@ -3,10 +3,11 @@
 # verify against the keyring it publishes, a private apt with that keyring
 # as signed-by finds vmw-balloon-dkms in it, and apt refuses the repository
 # when a Packages file was changed after signing or when it is signed by
-# another key.
+# another key. The cloud-init user-data it carries is a cloud-config whose
+# key is the published one and whose source is the repository's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-tests/lib/need-packages apt gpgv gnupg
+tests/lib/need-packages apt gpgv gnupg python3-yaml
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -34,6 +35,27 @@ check "Release.gpg verifies with the published keyring" \
 	gpgv --keyring "$keyring" "$repo/dists/stable/Release.gpg" "$repo/dists/stable/Release"
 check "the .sources file names the keyring as Signed-By" \
 	grep -qx 'Signed-By: /etc/apt/keyrings/vmw-balloon-dkms-archive-keyring.gpg' "$repo/vmw-balloon-dkms.sources"
+
+# The cloud-config: what cloud-init would read of it (the files it writes)
+user_data=$repo/cloud-init-user-data.yaml
+cloud_file() { # cloud_file PATH: the content write_files gives PATH
+	python3 -c 'import sys, yaml
+text = open(sys.argv[1]).read()
+assert text.startswith("#cloud-config\n"), "no #cloud-config line"
+files = {f["path"]: f["content"] for f in yaml.safe_load(text)["write_files"]}
+sys.stdout.write(files[sys.argv[2]])' "$user_data" "$1"
+}
+check "the cloud-init user-data is a cloud-config that writes the key and the source" \
+	cloud_file /etc/apt/sources.list.d/vmw-balloon-dkms.sources
+check "the cloud-init user-data's key is the published keyring's" \
+	cmp <(cloud_file /etc/apt/keyrings/vmw-balloon-dkms-archive-keyring.asc | gpg --batch --dearmor) "$keyring"
+cloud_source_is_ours() {
+	local sources
+	sources=$(cloud_file /etc/apt/sources.list.d/vmw-balloon-dkms.sources) &&
+		grep -qx "URIs: file:$repo" <<<"$sources" &&
+		grep -qx "Signed-By: /etc/apt/keyrings/vmw-balloon-dkms-archive-keyring.asc" <<<"$sources"
+}
+check "the cloud-init user-data's source is the repository's, signed by that key" cloud_source_is_ours
 
 # apt_in DIR REPO: a private apt (its own sources, lists and cache under
 # DIR) that knows only REPO, signed-by the published keyring

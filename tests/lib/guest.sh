@@ -371,19 +371,28 @@ boot_genericcloud() {
 	boot_with_deb "$kind" --variant genericcloud --file "$handed/repo" --file "$handed/debian" "$@"
 }
 
-# install_from_repository: what an admin does: the repository's keyring
-# and source added (signed-by), then `apt install vmw-balloon-dkms` by
-# name. The partial mirror stands in for Debian's archive, which the guest
-# cannot reach. Leaves apt's output in $apt_output.
-install_from_repository() {
+# add_repository: what an admin does before installing: the project's
+# repository (handed in as /opt/vmb/repo) added with its keyring as
+# signed-by. The image's Debian sources, which the guest cannot reach, are
+# put aside; a partial mirror handed in as /opt/vmb/debian stands in for
+# them when there is one.
+add_repository() {
 	guest "install -D -m 644 /opt/vmb/repo/vmw-balloon-dkms-archive-keyring.gpg \
 			/etc/apt/keyrings/vmw-balloon-dkms-archive-keyring.gpg &&
 		sed 's|^URIs: .*|URIs: file:/opt/vmb/repo|' /opt/vmb/repo/vmw-balloon-dkms.sources \
 			>/etc/apt/sources.list.d/vmw-balloon-dkms.sources &&
 		mkdir -p /etc/apt/offline && mv /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources /etc/apt/offline/ 2>/dev/null;
-		sed 's|^URIs: .*|URIs: file:/opt/vmb/debian|' /opt/vmb/repo/vmw-balloon-dkms.sources \
-			>/etc/apt/sources.list.d/debian-partial.sources &&
+		if [ -d /opt/vmb/debian ]; then
+			sed 's|^URIs: .*|URIs: file:/opt/vmb/debian|' /opt/vmb/repo/vmw-balloon-dkms.sources \
+				>/etc/apt/sources.list.d/debian-partial.sources
+		fi &&
 		apt-get update -q" >&2 || bail "apt cannot read the repository"
+}
+
+# install_from_repository: add_repository, then `apt install
+# vmw-balloon-dkms` by name. Leaves apt's output in $apt_output.
+install_from_repository() {
+	add_repository
 	apt_output=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y vmw-balloon-dkms 2>&1")
 	local rc=$?
 	sed 's/^/#   | /' <<<"$apt_output" | grep -Ei 'vmw|dkms|headers|error|warning' | head -n 30
