@@ -4,7 +4,7 @@
 #     qemu-cloud/image/build.sh [--suite SUITE] [--variant VARIANT]
 #                                       # last stdout line: .../disk.qcow2
 #
-# SUITE is the Debian release: bookworm (the default), trixie or sid.
+# SUITE is the Debian release: bookworm (the default), bullseye, trixie or sid.
 # The guest is that Debian shaped like Debian's genericcloud image
 # (cloud-init, cloud kernel, GRUB, ssh). VARIANT `full` (the default) adds
 # what most tests need inside (dkms, build-essential, the kernel's headers,
@@ -44,12 +44,12 @@ while (($#)); do
 	--suite=*) suite=${1#--suite=} && shift ;;
 	--variant) variant=${2:-} && shift 2 ;;
 	--variant=*) variant=${1#--variant=} && shift ;;
-	*) say "usage: $0 [--suite bookworm|trixie|sid] [--variant full|genericcloud]" && exit 2 ;;
+	*) say "usage: $0 [--suite bullseye|bookworm|trixie|sid] [--variant full|genericcloud]" && exit 2 ;;
 	esac
 done
 case $suite in
-bookworm | trixie | sid) ;;
-*) say "unknown suite '$suite' (bookworm, trixie or sid)" && exit 2 ;;
+bullseye | bookworm | trixie | sid) ;;
+*) say "unknown suite '$suite' (bullseye, bookworm, trixie or sid)" && exit 2 ;;
 esac
 case $variant in
 full) name=$suite ;;

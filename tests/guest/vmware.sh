@@ -10,7 +10,7 @@
 # come from the guest and from the emulated host, never from this script.
 #
 #   tests/guest/vmware.sh [SUITE]    bookworm (default: $VMB_SUITE or
-#                                    bookworm), trixie or sid
+#                                    bookworm), bullseye, trixie or sid
 #
 # VMB_INSTALL=repository (the default on bookworm) installs as above;
 # VMB_INSTALL=file (the default elsewhere, which saves the guest some
