@@ -115,6 +115,11 @@ if [[ $suite == sid ]]; then
 	# older than its Valid-Until.
 	sources=("deb $mirror sid main")
 	apt_options+=(--aptopt='Acquire::Check-Valid-Until "false"')
+elif [[ $suite == bullseye ]]; then
+	# bullseye's LTS ended in August 2026, and bullseye-security here
+	# names kernel packages its pool no longer has (404): the image takes
+	# the last point release's kernel (5.10.223) from bullseye itself.
+	sources=("deb $mirror bullseye main" "deb $mirror bullseye-updates main")
 else
 	sources=("deb $mirror $suite main" "deb $mirror $suite-updates main"
 		"deb $security $suite-security main")
