@@ -12,7 +12,7 @@
 #                   cloud-init-user-data.yaml for it (URI: VMB_REPO_URI)
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make image      the Debian guest disk (cached); prints its path
-#                   (bookworm; VMB_SUITE=trixie or sid for the others,
+#                   (bookworm; VMB_SUITE=bullseye, trixie or sid for the others,
 #                   VMB_IMAGE_VARIANT=genericcloud for one without dkms,
 #                   compiler or headers)
 #   make demo       boot a VMware-like guest and watch it balloon

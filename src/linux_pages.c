@@ -160,10 +160,16 @@ static int vmb_pages_migrated(struct vmb_pages_4k *list, struct page *page,
 	if (result == VMB_MIGRATE_DONE)
 		get_page(newpage);	/* the balloon's reference */
 	spin_lock_irqsave(&info->pages_lock, flags);
+	/*
+	 * The old page left the balloon either way: a refused move counts as
+	 * a deflation, or vmstat's inflate - deflate would drift from the
+	 * balloon's size by one page per refusal (these kernels count
+	 * nothing of it themselves).
+	 */
 	if (result == VMB_MIGRATE_DONE) {
 		balloon_page_insert(info, newpage);
 		__count_vm_event(BALLOON_MIGRATE);
-	} else if (VMB_HAVE_PAGE_HAS_MOVABLE_OPS) {
+	} else {
 		__count_vm_event(BALLOON_DEFLATE);
 	}
 	info->isolated_pages--;

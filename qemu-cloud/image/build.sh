@@ -4,7 +4,7 @@
 #     qemu-cloud/image/build.sh [--suite SUITE] [--variant VARIANT]
 #                                       # last stdout line: .../disk.qcow2
 #
-# SUITE is the Debian release: bookworm (the default), trixie or sid.
+# SUITE is the Debian release: bookworm (the default), bullseye, trixie or sid.
 # The guest is that Debian shaped like Debian's genericcloud image
 # (cloud-init, cloud kernel, GRUB, ssh). VARIANT `full` (the default) adds
 # what most tests need inside (dkms, build-essential, the kernel's headers,
@@ -44,12 +44,12 @@ while (($#)); do
 	--suite=*) suite=${1#--suite=} && shift ;;
 	--variant) variant=${2:-} && shift 2 ;;
 	--variant=*) variant=${1#--variant=} && shift ;;
-	*) say "usage: $0 [--suite bookworm|trixie|sid] [--variant full|genericcloud]" && exit 2 ;;
+	*) say "usage: $0 [--suite bullseye|bookworm|trixie|sid] [--variant full|genericcloud]" && exit 2 ;;
 	esac
 done
 case $suite in
-bookworm | trixie | sid) ;;
-*) say "unknown suite '$suite' (bookworm, trixie or sid)" && exit 2 ;;
+bullseye | bookworm | trixie | sid) ;;
+*) say "unknown suite '$suite' (bullseye, bookworm, trixie or sid)" && exit 2 ;;
 esac
 case $variant in
 full) name=$suite ;;
@@ -115,6 +115,11 @@ if [[ $suite == sid ]]; then
 	# older than its Valid-Until.
 	sources=("deb $mirror sid main")
 	apt_options+=(--aptopt='Acquire::Check-Valid-Until "false"')
+elif [[ $suite == bullseye ]]; then
+	# bullseye's LTS ended in August 2026, and bullseye-security here
+	# names kernel packages its pool no longer has (404): the image takes
+	# the last point release's kernel (5.10.223) from bullseye itself.
+	sources=("deb $mirror bullseye main" "deb $mirror bullseye-updates main")
 else
 	sources=("deb $mirror $suite main" "deb $mirror $suite-updates main"
 		"deb $security $suite-security main")

@@ -8,7 +8,7 @@
 # Verdicts come from the guest and from the emulated host.
 #
 #   tests/guest/pressure.sh [SUITE]    bookworm (default: $VMB_SUITE or
-#                                      bookworm), trixie or sid
+#                                      bookworm), bullseye, trixie or sid
 #
 # VMB_PRESSURE_COMPARE=1 adds a measurement, after the checks: the same
 # workload with the shrinker off, so that only the OOM notifier gives

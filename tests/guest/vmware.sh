@@ -10,7 +10,7 @@
 # come from the guest and from the emulated host, never from this script.
 #
 #   tests/guest/vmware.sh [SUITE]    bookworm (default: $VMB_SUITE or
-#                                    bookworm), trixie or sid
+#                                    bookworm), bullseye, trixie or sid
 #
 # VMB_INSTALL=repository (the default on bookworm) installs as above;
 # VMB_INSTALL=file (the default elsewhere, which saves the guest some
@@ -157,6 +157,21 @@ host_set reset-next true
 check "compaction: setup: the driver starts again with 0x26" \
 	wait_for 60 eval '(( $(guest_stat reset) > resets && $(guest_stat "used capabilities") == 0x26 ))'
 # balloon_into_holes WHAT: an empty balloon refilled to the target through
+# The kernel's balloon accounting against the driver's own count, read in
+# one go in the guest: vmstat's balloon_inflate - balloon_deflate (4 KiB
+# pages since boot, both page sizes) is the balloon's size in frames.
+# Tens of thousands of migrations, refused ones among them, pass through
+# the kernel's accounting and the driver's workarounds for it (compat.h);
+# any drift shows here.
+vmstat_balance_is_balloon() {
+	local out
+	out=$(guest "awk '\$1 == \"balloon_inflate\" {i = \$2} \$1 == \"balloon_deflate\" {d = \$2}
+		END {print i - d}' /proc/vmstat; awk -F: '\$1 ~ /^current *\$/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl")
+	note "$1: vmstat inflate - deflate, driver's current: $(echo $out)"
+	check_eq "$1: vmstat balloon_inflate - balloon_deflate is the driver's balloon (frames)" \
+		"$(sed -n 1p <<<"$out")" "$(sed -n 2p <<<"$out")"
+}
+
 # memory that is fragmented, which is then freed around it
 balloon_into_holes() {
 	balloon_keep 2048
@@ -182,6 +197,7 @@ check "compaction: the host saw an UNLOCK and a LOCK for every move" eval \
 	'(( $(host_get calls-batch-unlock) - unlocks0 >= migrated && $(host_get calls-batch-lock) - locks0 >= migrated ))'
 check_eq "compaction: the host holds the driver's balloon" "$(host_get locked-frames)" "$(guest_stat current)"
 check_eq "compaction: ... which is still the target" "$(guest_stat current)" "$want"
+vmstat_balance_is_balloon compaction
 # Again, the host refusing every page while the kernel compacts: a move
 # whose new page is refused deflates the old page only (the path upstream
 # fixed in 6.18); the driver counts one 4 KiB page freed, and the worker
@@ -208,6 +224,7 @@ if [[ -n $ballooned_kib ]]; then
 else
 	skip "compaction with refusals: /proc/meminfo Balloon: is still the whole balloon" "no Balloon: line"
 fi
+vmstat_balance_is_balloon "compaction with refusals"
 
 host_set offered-capabilities $((0x2e))
 host_set reset-next true
@@ -223,6 +240,7 @@ check_nothing_held deflate
 deflated2=$(guest_vmstat balloon_deflate)
 check_range "deflate: vmstat balloon_deflate grew by at least the $want frames" \
 	$((${deflated2:-0} - ${deflated1:-0})) "$want" $((1 << 62))
+vmstat_balance_is_balloon deflate
 avail2=$(guest_meminfo MemAvailable)
 check_range "deflate: the guest's memory is back (MemAvailable KiB)" "$avail2" $((avail0 - 65536)) $((avail0 + 1048576))
 

@@ -244,8 +244,8 @@ ere() {
 use_suite() {
 	suite=${1:-${VMB_SUITE:-bookworm}}
 	case $suite in
-	bookworm | trixie | sid) ;;
-	*) echo "unknown suite '$suite' (bookworm, trixie or sid)" >&2 && exit 2 ;;
+	bullseye | bookworm | trixie | sid) ;;
+	*) echo "unknown suite '$suite' (bullseye, bookworm, trixie or sid)" >&2 && exit 2 ;;
 	esac
 }
 
@@ -270,13 +270,15 @@ learn_kernel_module() {
 
 # check_dkms_installed WHAT: dkms status says installed for $kver, and
 # nothing else. DKMS 3.1 and later move the kernel's own module away on
-# install (and say "(Original modules exist)"); 3.0 (bookworm) leaves it.
+# install (and say "(Original modules exist)"); 3.0 (bookworm) and 2.8
+# (bullseye) leave it. 2.8 separates module and version with ", ", later
+# ones with "/".
 check_dkms_installed() {
 	local status moved
 	status=$(guest dkms status vmw_balloon)
 	note "dkms status: $status"
 	check "$1: dkms status says installed for $kver" grep -Eqx \
-		"vmw_balloon/$(ere "$version"), $(ere "$kver"), x86_64: installed( \(Original modules exist\))?" <<<"$status"
+		"vmw_balloon(/|, )$(ere "$version"), $(ere "$kver"), x86_64: installed( \(Original modules exist\))?" <<<"$status"
 	check "$1: dkms status has no WARNING" eval '! grep -q WARNING <<<"$status"'
 	moved=$(guest "test -e '$intree' && echo kept || echo moved")
 	if [[ $moved == moved ]]; then
