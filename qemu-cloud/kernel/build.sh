@@ -73,7 +73,7 @@ started=$SECONDS
 
 say "making a trixie root with linux-source $source_version (log: $log)"
 "$repo/tests/matrix/make-root" "$work/root" trixie \
-	"linux-source-6.12,linux-headers-cloud-amd64,build-essential,bc,bison,flex,libelf-dev,libssl-dev,cpio,kmod,rsync,python3,xz-utils,dpkg-dev,debhelper,openssl,perl" \
+	"linux-source-6.12,linux-headers-cloud-amd64,build-essential,bc,bison,flex,libelf-dev,libssl-dev,cpio,kmod,rsync,python3,xz-utils,zstd,dpkg-dev,debhelper,openssl,perl" \
 	"" "deb $mirror trixie main" "deb $mirror trixie-updates main" "deb $security trixie-security main" \
 	>>"$log" 2>&1 || { tail -n 30 "$log" >&2 && die "cannot make the trixie root"; }
 
