@@ -173,14 +173,23 @@ balloon_keep 2048
 check "end: the balloon deflates to 0 within 60 s" wait_for 60 host_locked_is 0
 check "end: the driver's current is 0" wait_for 30 eval '[[ $(guest_stat current) == 0 ]]'
 check_nothing_held end
-avail2=$(avail_now)
+# The workload evicted mapped file pages (executables, libraries) that
+# dropping caches cannot: MemAvailable credits up to half of the page
+# cache as available, so their eviction raises it. One run ended 7 MiB
+# lower in Cached and 4.4 MiB higher in MemAvailable, with nothing held by
+# host or driver. What Cached shrank by is the allowance above.
+cached0=$(awk '$1 == "Cached:" {print $2}' <<<"$meminfo0")
+guest 'sync; echo 3 > /proc/sys/vm/drop_caches'
+cached2=$(guest_meminfo Cached)
+evicted_kib=$((cached0 > cached2 ? cached0 - cached2 : 0))
+avail2=$(avail_settled $((avail0 - avail_tolerance_kib)) $((avail0 + avail_tolerance_kib + evicted_kib)))
 note "after deflating: available $avail2 KiB (baseline $avail0), $(pcp_pages) pages in per-CPU lists"
 # where any difference went: the meminfo lines that moved by 1 MiB or more
 guest cat /proc/meminfo | awk 'NR == FNR {was[$1] = $2; next}
 	($2 - was[$1] >= 1024 || was[$1] - $2 >= 1024) {printf "# meminfo %s %d -> %d KiB\n", $1, was[$1], $2}' \
 	<(echo "$meminfo0") -
-check_range "end: available memory (MemAvailable + per-CPU free) within $avail_tolerance_kib KiB (idle noise) of the baseline (KiB)" \
-	"$avail2" $((avail0 - avail_tolerance_kib)) $((avail0 + avail_tolerance_kib))
+check_range "end: available memory (MemAvailable + per-CPU free) back within $avail_tolerance_kib KiB (idle noise) of the baseline, up to $evicted_kib KiB (page cache the workload evicted) above (KiB)" \
+	"$avail2" $((avail0 - avail_tolerance_kib)) $((avail0 + avail_tolerance_kib + evicted_kib))
 check_dmesg_clean "pressure"
 check_eq "end: the guest still answers" "$(guest echo alive)" alive
 

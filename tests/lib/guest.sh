@@ -145,6 +145,24 @@ measure_avail_noise() {
 		"the leak checks allow +-$avail_tolerance_kib KiB"
 }
 
+# avail_settled LO HI: the available memory (guest_available_kib) once it
+# is in LO..HI, sampled every 5 s for up to 60 s; else the last sample.
+# Right after a deflation or a restore from a migration stream the guest
+# still holds a few MiB it frees a moment later (one reliability run read
+# 27 MiB short just after a restore, and back within 113 pages a minute
+# later); a leak never comes back, so the bound stays the same.
+avail_settled() {
+	local lo=$1 hi=$2 a i
+	for i in $(seq 12); do
+		a=$(guest_available_kib)
+		if [[ $a =~ ^[0-9]+$ ]] && ((a >= lo && a <= hi)); then
+			break
+		fi
+		((i < 12)) && sleep 5
+	done
+	echo "$a"
+}
+
 # driver_counts: what the driver says it holds, from its debugfs file:
 # "current 4K-PAGES 2M-PAGES". The per-size counts follow from the page
 # counters: a 2 MiB page is in the balloon once allocated, unless the host
