@@ -570,6 +570,7 @@ class Run:
         self.settle(512)
         time.sleep(5)
         calls0, cpu0, loc0 = self.hypercalls(), self.guest_cpu_ms(), self.timer_interrupts()
+        gets0 = None if self.virtio else self.host_get("calls-target")
         hcpu0, rss0 = self.host_cpu_ms(), self.ram_rss_kib()
         t0 = time.monotonic()
         peak = rss0
@@ -577,9 +578,11 @@ class Run:
             time.sleep(0.2)
             peak = max(peak, self.ram_rss_kib())
         calls1, cpu1, loc1 = self.hypercalls(), self.guest_cpu_ms(), self.timer_interrupts()
+        gets1 = None if self.virtio else self.host_get("calls-target")
         hcpu1, rss1, balloon1 = self.host_cpu_ms(), self.ram_rss_kib(), self.size_frames()
         t1 = time.monotonic()
         return {"idle_calls_per_s": None if calls0 is None else (calls1 - calls0) / (t1 - t0),
+                "idle_get_target_per_s": None if gets0 is None else (gets1 - gets0) / (t1 - t0),
                 "idle_cpu_ms_per_s": (cpu1 - cpu0) / (t1 - t0),
                 "idle_host_cpu_ms_per_s": (hcpu1 - hcpu0) / (t1 - t0),
                 "idle_wakeups_per_s": (loc1 - loc0) / (t1 - t0),
@@ -743,6 +746,7 @@ METRICS = [
     ("cpu_ms_per_gib", "guest CPU per GiB (ms)", "{:.0f}"),
     ("mean_gap_mib", "mean distance from target (MiB)", "{:.0f}"),
     ("idle_calls_per_s", "hypercalls per second", "{:.2f}"),
+    ("idle_get_target_per_s", "of which GET_TARGET", "{:.2f}"),
     ("idle_cpu_ms_per_s", "guest CPU per second (ms)", "{:.0f}"),
     ("idle_host_cpu_ms_per_s", "host CPU per second, QEMU (ms)", "{:.0f}"),
     ("idle_wakeups_per_s", "guest timer interrupts per second", "{:.1f}"),

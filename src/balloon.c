@@ -64,6 +64,7 @@ void vmb_init(struct vmb_balloon *b, u32 requested_caps, u64 *batch,
 	VMB_WRITE_ONCE(b->requested_caps, requested_caps & VMB_CAPS_ALL);
 	b->batch = batch;
 	b->batch_pfn = batch_pfn;
+	b->glance_wait_ms = VMB_POLL_GLANCE_MS;
 	VMB_WRITE_ONCE(b->reset_required, true);
 }
 
@@ -570,9 +571,10 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
 static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
 {
 	/* read without the lock too: see vmb_poll_interval_ms() */
-	if (b->target != prev_target)
+	if (b->target != prev_target) {
 		VMB_WRITE_ONCE(b->fast_polls, VMB_POLL_FAST_CYCLES);
-	else if (b->fast_polls)
+		b->glance_wait_ms = VMB_POLL_GLANCE_MS;
+	} else if (b->fast_polls)
 		VMB_WRITE_ONCE(b->fast_polls, b->fast_polls - 1);
 }
 
@@ -665,8 +667,9 @@ unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
  * sooner would not help. A connection that needs a reset waits for it too.
  * So does a glance when a cycle has just run or is due: at idle the two
  * timers fire in the same wakeup, and one question a second is enough
- * (a cycle right after a glance uses the glance's answer).
- * Serialised like vmb_work().
+ * (a cycle right after a glance uses the glance's answer). A glance that
+ * finds the target unchanged doubles the wait for the next one (see
+ * vmb_glance_interval_ms()). Serialised like vmb_work().
  *
  * Return: true if the target moved (the OS should then ask
  * vmb_poll_interval_ms() anew), false if only the target was asked.
@@ -685,8 +688,11 @@ bool vmb_glance(struct vmb_balloon *b)
 		return false;
 	b->glance_ms = now;
 	b->glanced = true;
-	if (b->target == prev_target)
+	if (b->target == prev_target) {
+		if (b->glance_wait_ms < VMB_POLL_SLOW_MS)
+			b->glance_wait_ms *= 2;
 		return false;
+	}
 
 	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
 	vmb_take_pressure(b);
@@ -703,15 +709,24 @@ bool vmb_glance(struct vmb_balloon *b)
  * that a settled balloon notices a new target sooner whenever the guest is
  * busy, for no extra wakeup when it is idle.
  *
- * Return: VMB_POLL_GLANCE_MS while the balloon is settled on a working
- * connection, else 0: no glance (the cycles poll fast enough, or there is
- * nothing a glance could do).
+ * A guest is awake many times a second even when idle, and each glance
+ * costs a hypercall: glances that keep finding the target where it was
+ * come ever further apart, and stop once the next would come no sooner
+ * than the cycle's second. An idle balloon then asks once a second, as
+ * the in-tree driver does; the next move of the target starts over.
+ *
+ * Return: the wait before the next glance, VMB_POLL_GLANCE_MS right after
+ * the cycles stop polling fast and doubled by every glance since, while
+ * that is shorter than VMB_POLL_SLOW_MS, on a working connection; else 0:
+ * no glance (the cycles poll fast enough, the balloon has settled for
+ * good, or there is nothing a glance could do).
  */
 unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b)
 {
-	if (b->fast_polls || b->reset_required || !b->batch_max)
+	if (b->fast_polls || b->reset_required || !b->batch_max ||
+	    b->glance_wait_ms >= VMB_POLL_SLOW_MS)
 		return 0;
-	return VMB_POLL_GLANCE_MS;
+	return b->glance_wait_ms;
 }
 
 /**

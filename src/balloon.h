@@ -50,8 +50,14 @@
 /*
  * Polling: every 100 ms for 3 s after the target moved (a host that moved
  * it is likely to move it again). Once it stays put, a cycle once a second
- * and, in between, a glance at the target every 100 ms, which the OS runs
- * only when the CPU is awake anyway: it costs a hypercall, never a wakeup.
+ * and, in between, glances at the target, which the OS runs only when the
+ * CPU is awake anyway: a glance costs a hypercall, never a wakeup. The
+ * first comes 100 ms after the fast polling ends, and each that finds the
+ * target unchanged doubles the wait for the next, until it would reach the
+ * cycle's second: then none until the target moves again. A guest is
+ * awake many times a second even when idle, so a settled balloon that kept
+ * glancing would ask several times a second; this way an idle balloon asks
+ * once a second, as the in-tree driver does.
  */
 #define VMB_POLL_SLOW_MS	1000
 #define VMB_POLL_FAST_MS	100
@@ -104,6 +110,8 @@ enum vmb_page_stat {
  * @cycle_ms: when the last cycle ran, in vmb_os_now_ms() time
  * @glance_ms: when the last glance got the target
  * @glanced: @target is a glance's that no cycle has used yet
+ * @glance_wait_ms: how long the next glance waits: VMB_POLL_GLANCE_MS after
+ *	the target moved, doubled by every glance that found it unchanged
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
@@ -137,6 +145,7 @@ struct vmb_balloon {
 	u64 cycle_ms;
 	u64 glance_ms;
 	bool glanced;
+	unsigned int glance_wait_ms;
 
 	unsigned long cmd_calls[VMB_CMD_NUM];
 	unsigned long cmd_fails[VMB_CMD_NUM];

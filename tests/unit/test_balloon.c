@@ -889,6 +889,124 @@ static void test_glance_idle(void)
 	shutdown_and_check(s, "glance, idle");
 }
 
+/*
+ * The OS's two timers over simulated time, as linux_glue.c runs them: the
+ * cycle when vmb_work() said; the glance on a deferrable timer, so at the
+ * first of the guest's own wakeups (every @wake_ms, and the cycle's)
+ * after the wait vmb_glance_interval_ms() gave, or never if it gave 0.
+ */
+struct timers {
+	u64 cycle_at;
+	u64 glance_at;	/* 0: none queued */
+};
+
+static void timers_schedule(struct sim *s, struct timers *t,
+			    unsigned int ms)
+{
+	unsigned int glance = vmb_glance_interval_ms(&s->b);
+
+	t->cycle_at = s->now_ms + ms;
+	t->glance_at = glance ? s->now_ms + glance : 0;
+}
+
+static void run_timers(struct sim *s, struct timers *t, u64 ms,
+		       unsigned int wake_ms)
+{
+	u64 end = s->now_ms + ms;
+
+	for (; s->now_ms < end; s->now_ms++) {
+		bool awake = s->now_ms % wake_ms == 0 ||
+			     s->now_ms >= t->cycle_at;
+
+		if (s->now_ms >= t->cycle_at)
+			timers_schedule(s, t, vmb_work(&s->b));
+		if (awake && t->glance_at && s->now_ms >= t->glance_at) {
+			unsigned int glance;
+
+			if (vmb_glance(&s->b)) {
+				timers_schedule(s, t,
+						vmb_poll_interval_ms(&s->b));
+				continue;
+			}
+			glance = vmb_glance_interval_ms(&s->b);
+			t->glance_at = glance ? s->now_ms + glance : 0;
+		}
+	}
+}
+
+static u64 hypercalls(const struct sim *s)
+{
+	u64 n = 0;
+	unsigned int i;
+
+	for (i = 0; i <= VMB_CMD_NUM; i++)
+		n += s->host.calls[i];
+	return n;
+}
+
+/*
+ * An idle guest still wakes many times a second (here every 30 ms), and
+ * the glance runs at each wakeup once its wait is over. Settled for 5 s,
+ * the balloon makes at most one hypercall a second, like the in-tree
+ * driver (which asks once a second and never glances): a glance that
+ * kept asking every 100 ms would make 8 more. Right after the fast
+ * polling ends, glances still ask between cycles, fewer and fewer, and
+ * follow a target that moves then.
+ */
+static void test_glance_idle_rate(void)
+{
+	struct sim *s = setup(0x06);
+	struct timers t = { 0 };
+	u64 calls, gets, cycles;
+
+	s->host.target = 1000;
+	timers_schedule(s, &t, 0);
+	run_timers(s, &t, 100, 30);
+	tap_eq(s->b.size, 1000, "idle rate: inflated");
+
+	/* fast polling for 3 s; then the glances, fewer and fewer */
+	run_timers(s, &t, VMB_POLL_FAST_CYCLES * VMB_POLL_FAST_MS, 30);
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	cycles = s->b.stats[VMB_STAT_TIMER];
+	run_timers(s, &t, 2000, 30);
+	tap_ok(s->host.calls[VMB_CMD_GET_TARGET] - gets >
+	       s->b.stats[VMB_STAT_TIMER] - cycles,
+	       "idle rate: glances between cycles after the fast polling (%llu GET_TARGETs, %llu cycles in 2 s)",
+	       (unsigned long long)(s->host.calls[VMB_CMD_GET_TARGET] - gets),
+	       (unsigned long long)(s->b.stats[VMB_STAT_TIMER] - cycles));
+
+	/* 5 s after the last move: 10 s at idle */
+	run_timers(s, &t, 5000 - 2000 - VMB_POLL_FAST_CYCLES * VMB_POLL_FAST_MS,
+		   30);
+	calls = hypercalls(s);
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	run_timers(s, &t, 10000, 30);
+	tap_ok(hypercalls(s) - calls <= 11,
+	       "idle rate: at most 1.1 hypercalls a second at idle (%llu in 10 s)",
+	       (unsigned long long)(hypercalls(s) - calls));
+	tap_eq(hypercalls(s) - calls, s->host.calls[VMB_CMD_GET_TARGET] - gets,
+	       "idle rate: all of them GET_TARGET");
+
+	/* settled for good, a move is followed within a cycle */
+	s->host.target = 2000;
+	run_timers(s, &t, VMB_POLL_SLOW_MS + 1, 30);
+	tap_eq(s->b.size, 2000, "idle rate: a move followed within a second");
+
+	/* ... and glances start over once the fast polling that follows ends */
+	run_timers(s, &t, VMB_POLL_FAST_MS, 30);
+	tap_ok(s->b.fast_polls > 0, "idle rate: fast polling after the move");
+	while (s->b.fast_polls && s->now_ms < t.cycle_at + 10000)
+		run_timers(s, &t, 1, 30);
+	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
+	       "idle rate: glances start over after a move");
+	s->host.target = 3000;
+	run_timers(s, &t, 2 * VMB_POLL_GLANCE_MS, 30);
+	tap_eq(s->b.size, 3000,
+	       "idle rate: a move right after the fast polling is seen by a glance");
+	check_consistent(s, "idle rate");
+	shutdown_and_check(s, "idle rate");
+}
+
 /* The first failed allocation ends the cycle. */
 static void test_alloc_failure(void)
 {
@@ -1508,6 +1626,7 @@ int main(void)
 	test_poll_counts_failures();
 	test_glance();
 	test_glance_idle();
+	test_glance_idle_rate();
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_unlock_one_pinned();
