@@ -380,7 +380,7 @@ static void vmb_put_back_held(struct vmb_balloon *b)
 }
 
 /*
- * Unlock and free up to @frames frames, 4 KiB pages first; with @whole, a
+ * Unlock and free up to @frames frames, @first size first; with @whole, a
  * remainder smaller than a page still takes one whole page (memory
  * pressure wants at least what it asked for). A page the host will not
  * unlock stays in the balloon: it is set aside until the deflation ends
@@ -392,14 +392,22 @@ static void vmb_put_back_held(struct vmb_balloon *b)
  * deflation. A list is done when the OS gives no more pages from it: it
  * may hold some back for migration. Returns the frames freed.
  */
-static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole)
+static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
+		       enum vmb_page_size first)
 {
-	enum vmb_page_size size;
+	unsigned int pass;
 	u64 freed = 0;
 
-	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
-		enum vmb_list list = vmb_balloon_list(size);
-		u64 per_page = vmb_frames_per_page(size);
+	for (pass = 0; pass < VMB_NR_PAGE_SIZES; pass++) {
+		/* @first, then the other */
+		enum vmb_page_size size = first;
+		enum vmb_list list;
+		u64 per_page;
+
+		if (pass)
+			size = first == VMB_PAGE_4K ? VMB_PAGE_2M : VMB_PAGE_4K;
+		list = vmb_balloon_list(size);
+		per_page = vmb_frames_per_page(size);
 
 		while (frames && !b->reset_required) {
 			u64 n_max = whole ? (frames + per_page - 1) / per_page :
@@ -443,6 +451,25 @@ out:
 	return freed;
 }
 
+/*
+ * Deflate at least @frames and VMB_PRESSURE_MIN_FRAMES, @first size first,
+ * for memory pressure; see vmb_shrink().
+ */
+static u64 vmb_give_back(struct vmb_balloon *b, u64 frames,
+			 enum vmb_page_size first)
+{
+	u64 freed = 0;
+
+	if (frames < VMB_PRESSURE_MIN_FRAMES)
+		frames = VMB_PRESSURE_MIN_FRAMES;
+	if (!b->reset_required && b->batch_max)
+		freed = vmb_deflate(b, frames, true, first);
+	if (b->reset_required && freed < frames)
+		freed += vmb_forget(b, frames - freed);
+	vmb_stat_add(&b->stats[VMB_STAT_SHRINK_FREE], freed);
+	return freed;
+}
+
 /**
  * vmb_shrink() - give memory back because the guest needs it
  * @b: the balloon
@@ -462,17 +489,8 @@ out:
  */
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames)
 {
-	u64 freed = 0;
-
 	vmb_pressure_seen(b);
-	if (frames < VMB_PRESSURE_MIN_FRAMES)
-		frames = VMB_PRESSURE_MIN_FRAMES;
-	if (!b->reset_required && b->batch_max)
-		freed = vmb_deflate(b, frames, true);
-	if (b->reset_required && freed < frames)
-		freed += vmb_forget(b, frames - freed);
-	vmb_stat_add(&b->stats[VMB_STAT_SHRINK_FREE], freed);
-	return freed;
+	return vmb_give_back(b, frames, VMB_PAGE_4K);
 }
 
 /**
@@ -488,6 +506,74 @@ u64 vmb_shrink(struct vmb_balloon *b, u64 frames)
 void vmb_pressure(struct vmb_balloon *b)
 {
 	VMB_WRITE_ONCE(b->pressure_pending, true);
+}
+
+/**
+ * vmb_zone_short() - is one zone of the guest's memory short of free pages?
+ * @free: its free frames
+ * @low: its low watermark, frames
+ *
+ * Below the low watermark the kernel wakes kswapd, and an allocation that
+ * finds every zone it may use below the min watermark reclaims directly:
+ * the guest is short of memory. Above it, reclaim runs for some other
+ * reason (memory.reclaim, node reclaim, hibernation making room,
+ * compaction's need for contiguous pages), which the balloon does not
+ * answer. The low watermark rather than the min: by the time the shrinker
+ * runs, the reclaim that called it may already have freed a few pages,
+ * and a zone just above min is still short. The balloon's own inflation
+ * may leave a zone between min and low for the moment kswapd needs to
+ * refill it; reclaim then takes at most that gap back.
+ *
+ * Return: true if @free is below @low.
+ */
+bool vmb_zone_short(u64 free, u64 low)
+{
+	return free < low;
+}
+
+/**
+ * vmb_reclaim() - answer one request of the OS's reclaim
+ * @b: the balloon
+ * @r: the request; vmb_reclaim() sets @r->scanned
+ * @busy: the OS could not take the lock that serialises the core (the
+ *	worker is in a cycle): only vmb_pressure() may be done
+ *
+ * Gives nothing unless the guest is short of memory. Short, it gives back
+ * as vmb_shrink() does; for a compound page, 2 MiB pages first, and
+ * without starting the hold-off over: an allocation of many contiguous
+ * pages may retry reclaim again and again, and would otherwise keep the
+ * balloon from ever growing back. Busy, an order-0 request stops the
+ * worker's inflation (vmb_pressure()), and gives nothing now.
+ *
+ * Every answer counts the whole request as scanned, at least what was
+ * given back (a batch at least): the kernel then keeps no backlog for the
+ * balloon. A request it took as not done (SHRINK_STOP) would be deferred
+ * whole to the next one, which on kernels before 5.11 may then ask for
+ * half of the balloon at once.
+ *
+ * Return: the frames given back.
+ */
+u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r, bool busy)
+{
+	u64 freed = 0;
+
+	r->scanned = r->frames;
+	if (!r->short_of_memory)
+		return 0;
+	if (busy) {
+		if (!r->large)
+			vmb_pressure(b);
+		return 0;
+	}
+	if (r->large) {
+		vmb_stat_inc(&b->stats[VMB_STAT_SHRINK]);
+		freed = vmb_give_back(b, r->frames, VMB_PAGE_2M);
+	} else {
+		freed = vmb_shrink(b, r->frames);
+	}
+	if (freed > r->scanned)
+		r->scanned = freed;
+	return freed;
 }
 
 /* Move towards the target, within the deflate slack. */
@@ -508,7 +594,7 @@ static void vmb_change(struct vmb_balloon *b)
 		/* a little above target is fine: no ping-pong */
 		if (target && excess < VMB_DEFLATE_SLACK)
 			return;
-		vmb_deflate(b, excess, false);
+		vmb_deflate(b, excess, false, VMB_PAGE_4K);
 	}
 }
 
@@ -574,8 +660,9 @@ static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
 	if (b->target != prev_target) {
 		VMB_WRITE_ONCE(b->fast_polls, VMB_POLL_FAST_CYCLES);
 		b->glance_wait_ms = VMB_POLL_GLANCE_MS;
-	} else if (b->fast_polls)
+	} else if (b->fast_polls) {
 		VMB_WRITE_ONCE(b->fast_polls, b->fast_polls - 1);
+	}
 }
 
 /**

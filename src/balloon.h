@@ -166,6 +166,28 @@ void vmb_shutdown(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
 void vmb_pressure(struct vmb_balloon *b);
+bool vmb_zone_short(u64 free, u64 low);
+
+/**
+ * struct vmb_reclaim - one request of the OS's reclaim for memory back
+ * @frames: the frames it asks for (the kernel's nr_to_scan)
+ * @short_of_memory: the guest is really short: some zone of its memory has
+ *	fewer free frames than vmb_zone_short() allows. Reclaim that runs for
+ *	any other reason (memory.reclaim, node reclaim, hibernation making
+ *	room, an allocation of many contiguous pages that only compaction can
+ *	help) gets nothing
+ * @large: the request comes from an allocation of a compound page, more
+ *	than one 4 KiB page: a 2 MiB page back serves it, 4 KiB ones may not
+ * @scanned: set by vmb_reclaim(): the frames to count as scanned
+ */
+struct vmb_reclaim {
+	u64 frames;
+	bool short_of_memory;
+	bool large;
+	u64 scanned;
+};
+
+u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r, bool busy);
 unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b);
 bool vmb_glance(struct vmb_balloon *b);
 unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b);

@@ -18,8 +18,10 @@
 #include <linux/gfp.h>
 #include <linux/list.h>
 #include <linux/mm.h>
+#include <linux/mmzone.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/nodemask.h>
 #include <linux/notifier.h>
 #include <linux/oom.h>
 #include <linux/sched.h>
@@ -27,6 +29,7 @@
 #include <linux/slab.h>
 #include <linux/swap.h>
 #include <linux/timekeeping.h>
+#include <linux/vmstat.h>
 #include <linux/workqueue.h>
 
 #include "balloon.h"
@@ -252,12 +255,39 @@ static bool vmw_balloon_reclaim_wanted(struct vmw_balloon *vb)
 	       current != READ_ONCE(vb->cycle_task);
 }
 
+/*
+ * Is the guest really short of memory? Some zone of it below its low
+ * watermark (the core's vmb_zone_short() decides). Reclaim that runs with
+ * memory to spare (memory.reclaim, node reclaim, hibernation making room,
+ * a large allocation waiting for contiguous pages) gets nothing from the
+ * balloon.
+ */
+static bool vmw_balloon_guest_short(void)
+{
+	int nid;
+
+	for_each_online_node(nid) {
+		struct pglist_data *pgdat = NODE_DATA(nid);
+		int i;
+
+		for (i = 0; i < MAX_NR_ZONES; i++) {
+			struct zone *zone = &pgdat->node_zones[i];
+
+			if (populated_zone(zone) &&
+			    vmb_zone_short(zone_page_state(zone, NR_FREE_PAGES),
+					   low_wmark_pages(zone)))
+				return true;
+		}
+	}
+	return false;
+}
+
 static unsigned long vmw_balloon_shrink_count(struct shrinker *shrinker,
 					      struct shrink_control *sc)
 {
 	struct vmw_balloon *vb = shrinker_to_vmw(shrinker);
 
-	if (!vmw_balloon_reclaim_wanted(vb))
+	if (!vmw_balloon_reclaim_wanted(vb) || !vmw_balloon_guest_short())
 		return 0;
 	return VMB_READ_ONCE(vb->core.size);
 }
@@ -265,26 +295,34 @@ static unsigned long vmw_balloon_shrink_count(struct shrinker *shrinker,
 /*
  * Never waits for the worker: if it is in a cycle, the core only takes
  * note (the inflation stops, and the hold-off begins), and the next call
- * finds the lock free.
+ * finds the lock free. Every answer counts the request as scanned, none
+ * is SHRINK_STOP: the kernel would keep that request for the next call,
+ * and 5.10 would then ask for up to half of the balloon at once.
  */
 static unsigned long vmw_balloon_shrink_scan(struct shrinker *shrinker,
 					     struct shrink_control *sc)
 {
 	struct vmw_balloon *vb = shrinker_to_vmw(shrinker);
-	unsigned long freed = 0;
+	struct vmb_reclaim r = {
+		.frames = sc->nr_to_scan,
+		/* compound pages are never of order 0 */
+		.large = !!(sc->gfp_mask & __GFP_COMP),
+	};
+	unsigned long freed;
+	bool busy;
 
 	if (!vmw_balloon_reclaim_wanted(vb))
-		return SHRINK_STOP;
-	if (!mutex_trylock(&vb->lock)) {
-		vmb_pressure(&vb->core);
-		return SHRINK_STOP;
+		return 0;
+	r.short_of_memory = vmw_balloon_guest_short();
+	busy = !mutex_trylock(&vb->lock);
+	if (!busy && vb->stopping) {
+		mutex_unlock(&vb->lock);
+		return 0;
 	}
-	if (!vb->stopping)
-		freed = vmb_shrink(&vb->core, sc->nr_to_scan);
-	mutex_unlock(&vb->lock);
-	/* the core gives a batch at least: count it against the scan */
-	if (freed > sc->nr_scanned)
-		sc->nr_scanned = freed;
+	freed = vmb_reclaim(&vb->core, &r, busy);
+	if (!busy)
+		mutex_unlock(&vb->lock);
+	sc->nr_scanned = r.scanned;
 	vmb_compat_account_reclaimed(freed);
 	return freed;
 }

@@ -335,6 +335,200 @@ static void test_shrink_reset_pending(void)
 	shutdown_and_check(s, "reset pending");
 }
 
+/*
+ * The guest's reclaim, when the guest is not short of memory (memory.reclaim,
+ * node reclaim, hibernation, compaction): nothing given back, no hold-off.
+ */
+static void test_reclaim_not_short(void)
+{
+	struct sim *s = setup(0x26);
+	struct vmb_reclaim r = { .frames = 1000 };
+	u64 unlocks;
+
+	s->host.target = 3000;
+	sim_cycle(s);
+	unlocks = s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
+		  s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
+	tap_eq(vmb_reclaim(&s->b, &r, false), 0, "not short: nothing given");
+	tap_eq(r.scanned, 1000, "not short: the request counts as scanned");
+	r.large = true;
+	tap_eq(vmb_reclaim(&s->b, &r, false), 0,
+	       "not short: nothing given for a large page either");
+	r.large = false;
+	tap_eq(vmb_reclaim(&s->b, &r, true), 0, "not short, busy: nothing");
+	tap_ok(!s->b.pressure_pending, "not short, busy: no pressure noted");
+	check_size(s, 3000, "not short");
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK], unlocks,
+	       "not short: no UNLOCK");
+	tap_eq(stat(s, VMB_STAT_SHRINK), 0, "not short: no shrink counted");
+	s->host.target = 4000;
+	sim_cycle(s);
+	check_size(s, 4000, "not short: no hold-off, inflates at once");
+
+	/* short: as vmb_shrink(), 4 KiB pages first, and the hold-off */
+	r.short_of_memory = true;
+	r.frames = 100;
+	tap_eq(vmb_reclaim(&s->b, &r, false), 512, "short: a batch given");
+	tap_eq(r.scanned, 512, "short: what was given counts as scanned");
+	s->host.target = 5000;
+	sim_cycle(s);
+	check_size(s, 4000 - 512, "short: the hold-off began");
+	check_consistent(s, "not short");
+	shutdown_and_check(s, "not short");
+}
+
+static u64 locked_2m(const struct sim *s)
+{
+	return s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
+}
+
+/*
+ * For an allocation of a compound page, 2 MiB pages go first, and the
+ * hold-off does not start over: such allocations may retry reclaim again
+ * and again. A busy core is left alone.
+ */
+static void test_reclaim_large(void)
+{
+	struct sim *s = setup(0x2e);
+	struct vmb_reclaim r = { .frames = 32, .short_of_memory = true,
+				 .large = true };
+	u64 unlocks_4k;
+
+	s->no_2m = true;	/* 1000 frames of 4 KiB, then 2 MiB pages */
+	s->host.target = 1000;
+	sim_cycle(s);
+	s->no_2m = false;
+	s->host.target = 3048;
+	sim_cycle(s);
+	check_size(s, 3048, "large: inflated");
+	unlocks_4k = s->host.calls[VMB_CMD_BATCHED_UNLOCK];
+	tap_eq(vmb_reclaim(&s->b, &r, false), 512, "large: one 2 MiB page given");
+	tap_eq(locked_2m(s), 1, "large: one 2 MiB UNLOCK");
+	tap_eq(s->host.calls[VMB_CMD_BATCHED_UNLOCK], unlocks_4k,
+	       "large: no 4 KiB page touched");
+	tap_eq(stat(s, VMB_STAT_SHRINK), 1, "large: counted as a shrink");
+	tap_eq(stat(s, VMB_STAT_SHRINK_FREE), 512, "large: shrinkFree");
+	tap_eq(vmb_reclaim(&s->b, &r, true), 0, "large, busy: nothing");
+	tap_ok(!s->b.pressure_pending,
+	       "large, busy: the worker's inflation goes on");
+	sim_cycle(s);
+	check_size(s, 3048, "large: no hold-off, back at target next cycle");
+
+	/* an order-0 shortage's hold-off is not renewed by large requests */
+	r.large = false;
+	vmb_reclaim(&s->b, &r, false);
+	s->now_ms += VMB_PRESSURE_HOLDOFF_MS - 1;
+	r.large = true;
+	vmb_reclaim(&s->b, &r, false);
+	s->now_ms += 1;
+	sim_cycle(s);
+	check_size(s, 3048, "large: the hold-off ends when it was due");
+	check_consistent(s, "large");
+	shutdown_and_check(s, "large");
+}
+
+/*
+ * The kernel's do_shrink_slab() around the driver's shrinker, as 5.10 has
+ * it (@v510) and as 5.11 and later do: the count, the scan batches of 128,
+ * and the work carried over to the next call (nr_deferred). A scan that
+ * scans nothing stands for SHRINK_STOP: the kernel stops and keeps the
+ * rest of the request for the next call. DEFAULT_SEEKS is 2. The driver's
+ * count is the balloon while the guest is short of memory, else 0.
+ */
+struct slab_model {
+	bool v510;
+	long deferred;
+};
+
+static u64 do_shrink_slab(struct sim *s, struct slab_model *m, int priority,
+			  bool busy, bool short_of_memory)
+{
+	long freeable = short_of_memory ? (long)s->b.size : 0;
+	long nr, delta, total_scan, next_deferred = 0, scanned = 0;
+	u64 freed = 0;
+
+	if (!freeable)
+		return 0;
+	nr = m->deferred;
+	m->deferred = 0;
+	delta = (freeable >> priority) * 4 / 2;
+	if (m->v510) {
+		total_scan = nr + delta;
+		next_deferred = total_scan;
+		if (delta < freeable / 4 && total_scan > freeable / 2)
+			total_scan = freeable / 2;
+	} else {
+		total_scan = (nr >> priority) + delta;
+	}
+	if (total_scan > 2 * freeable)
+		total_scan = 2 * freeable;
+
+	while (total_scan >= 128 || total_scan >= freeable) {
+		struct vmb_reclaim r = {
+			.frames = total_scan < 128 ? total_scan : 128,
+			.short_of_memory = short_of_memory,
+		};
+
+		freed += vmb_reclaim(&s->b, &r, busy);
+		if (!r.scanned)
+			break;	/* SHRINK_STOP */
+		total_scan -= r.scanned;
+		scanned += r.scanned;
+	}
+
+	if (m->v510) {
+		next_deferred = next_deferred > scanned ?
+				next_deferred - scanned : 0;
+	} else {
+		next_deferred = nr + delta - scanned;
+		if (next_deferred < 0)
+			next_deferred = 0;
+		if (next_deferred > 2 * freeable)
+			next_deferred = 2 * freeable;
+	}
+	m->deferred += next_deferred;
+	return freed;
+}
+
+/*
+ * Reclaim that finds the worker busy must not build a backlog: on 5.10 a
+ * SHRINK_STOP defers the whole request, and the next call that finds the
+ * lock free may ask for half of the balloon. 1 GiB ballooned in a 2 GiB
+ * guest, 50 reclaim passes while the worker is busy, at every priority,
+ * then one at the lowest priority with the lock free: it gives one batch.
+ */
+static void test_reclaim_busy_no_backlog(void)
+{
+	static const char * const names[] = { "5.11+", "5.10" };
+	unsigned int v;
+
+	for (v = 0; v < 2; v++) {
+		struct sim_config cfg = { .nframes = 524288, .host_caps = 0x2e };
+		struct slab_model m = { .v510 = v };
+		unsigned int i;
+		u64 freed;
+
+		sim_init(&sim, &cfg);
+		sim.host.target = 262144;
+		sim_cycle(&sim);
+		check_size(&sim, 262144, names[v]);
+		for (i = 0; i < 50; i++)
+			do_shrink_slab(&sim, &m, 12 - (int)(i % 13), true, true);
+		tap_eq(m.deferred, 0, "%s: no work deferred while busy", names[v]);
+		tap_ok(sim.b.pressure_pending, "%s: the worker was told", names[v]);
+		check_size(&sim, 262144, names[v]);
+		freed = do_shrink_slab(&sim, &m, 12, false, true);
+		tap_eq(freed, 512, "%s: the next pass gives one batch (%llu frames)",
+		       names[v], (unsigned long long)freed);
+		tap_eq(m.deferred, 0, "%s: and defers nothing", names[v]);
+		tap_eq(do_shrink_slab(&sim, &m, 12, false, false), 0,
+		       "%s: not short: nothing", names[v]);
+		check_consistent(&sim, names[v]);
+		shutdown_and_check(&sim, names[v]);
+	}
+}
+
 int main(void)
 {
 	test_shrink_4k();
@@ -348,6 +542,9 @@ int main(void)
 	test_shrink_no_connection();
 	test_shrink_reset();
 	test_shrink_reset_pending();
+	test_reclaim_not_short();
+	test_reclaim_large();
+	test_reclaim_busy_no_backlog();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);
