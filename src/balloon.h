@@ -41,6 +41,15 @@
 #define VMB_PRESSURE_MIN_FRAMES	512
 
 /*
+ * The OOM path never waits for the core's lock without a bound: up to
+ * VMB_OOM_TRIES waits of VMB_OOM_WAIT_MS while the worker, told of the
+ * pressure (vmb_pressure()), ends its cycle after the page it is
+ * allocating and the command it is sending.
+ */
+#define VMB_OOM_TRIES		10
+#define VMB_OOM_WAIT_MS		10
+
+/*
  * 2 MiB pages per lock command. The kernel zeroes every page it hands out
  * (init_on_alloc), so the host backs a batch before the LOCK lets it go:
  * 32 entries keep that extra host memory under 64 MiB.

@@ -405,18 +405,31 @@ void vmb_os_log(struct vmb_balloon *b, enum vmb_log_level level,
 
 /*
  * The kernel is about to kill a task for memory: reclaim, the shrinker
- * included, found none. This may wait for the lock (the worker's cycle
- * stops at its next chunk once told); 2 MiB back spares a victim.
+ * included, found none. 2 MiB back spares a victim. This runs under the
+ * kernel's oom_lock, and the worker may hold the lock while it allocates
+ * with direct reclaim, which can wait for long when memory is this short:
+ * so it never waits for the lock without a bound. Told of the pressure,
+ * the worker stops after the page it is allocating and the command it is
+ * sending; if the lock is still taken after VMB_OOM_TRIES waits of
+ * VMB_OOM_WAIT_MS, the OOM killer goes ahead, and the next reclaim finds
+ * the balloon free.
  */
 static int vmw_balloon_oom_notify(struct notifier_block *nb,
 				  unsigned long unused, void *freed_pages)
 {
 	struct vmw_balloon *vb = container_of(nb, struct vmw_balloon, oom_nb);
 	unsigned long *freed = freed_pages;
+	unsigned int tries;
 	u64 given = 0;
 
-	vmb_pressure(&vb->core);
-	mutex_lock(&vb->lock);
+	for (tries = 0; !mutex_trylock(&vb->lock); tries++) {
+		if (tries == VMB_OOM_TRIES) {
+			pr_warn_ratelimited("the guest ran short of memory while the balloon was busy: nothing given back\n");
+			return NOTIFY_OK;
+		}
+		vmb_pressure(&vb->core);
+		msleep(VMB_OOM_WAIT_MS);
+	}
 	if (!vb->stopping)
 		given = vmb_shrink(&vb->core, VMB_PRESSURE_MIN_FRAMES);
 	mutex_unlock(&vb->lock);

@@ -305,8 +305,12 @@ struct vmb_page *vmb_os_page_alloc(struct vmb_balloon *b,
 	unsigned int order = vmb_page_sizes[size].order;
 	u64 n = 1ULL << order, i;
 
-	if (++s->n_allocs == s->pressure_at_alloc)
+	if (++s->n_allocs == s->pressure_at_alloc) {
 		vmb_pressure(b);	/* as if from another thread */
+		s->locks_at_pressure = s->host.calls[VMB_CMD_LOCK] +
+				       s->host.calls[VMB_CMD_BATCHED_LOCK] +
+				       s->host.calls[VMB_CMD_BATCHED_2M_LOCK];
+	}
 	if (s->allocated + n > s->alloc_limit)
 		return NULL;
 	if (size == VMB_PAGE_2M) {

@@ -86,6 +86,7 @@ struct sim {
 	/* reclaim finds the core busy at the Nth allocation (vmb_pressure) */
 	unsigned int pressure_at_alloc;
 	unsigned int n_allocs;
+	u64 locks_at_pressure;	/* LOCK commands sent by then, all kinds */
 
 	struct sim_frame *lists[VMB_NR_LISTS];
 	u64 batch[VMB_BATCH_MAX_ENTRIES];

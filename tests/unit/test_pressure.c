@@ -529,6 +529,65 @@ static void test_reclaim_busy_no_backlog(void)
 	}
 }
 
+static u64 lock_cmds(const struct sim *s)
+{
+	return s->host.calls[VMB_CMD_LOCK] + s->host.calls[VMB_CMD_BATCHED_LOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_2M_LOCK];
+}
+
+/*
+ * What bounds the OOM notifier's wait for the lock: told of the pressure
+ * while it allocates, the worker's cycle allocates nothing more, sends at
+ * most the one LOCK for what it holds, and ends; so does the next cycle,
+ * at once, during the hold-off. For 2 MiB pages, batched 4 KiB pages and
+ * single 4 KiB pages, told at the first allocation and in mid-chunk.
+ */
+static void test_pressure_bounds_the_cycle(void)
+{
+	static const struct {
+		u32 caps;
+		unsigned int at;
+		const char *name;
+	} cases[] = {
+		{ 0x2e, 1, "oom bound, 2 MiB, first page" },
+		{ 0x2e, 5, "oom bound, 2 MiB, mid-chunk" },
+		{ 0x26, 1, "oom bound, 4 KiB batched, first page" },
+		{ 0x26, 300, "oom bound, 4 KiB batched, mid-chunk" },
+		{ 0x02, 1, "oom bound, single pages, first page" },
+		{ 0x02, 7, "oom bound, single pages, later" },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim *s = setup(cases[i].caps);
+		u64 locks;
+
+		sim_cycle(s);	/* connect */
+		s->host.target = 8192;
+		s->n_allocs = 0;
+		s->pressure_at_alloc = cases[i].at;
+		sim_cycle(s);
+		tap_eq(s->n_allocs, cases[i].at,
+		       "%s: no allocation after the pressure", cases[i].name);
+		tap_ok(lock_cmds(s) - s->locks_at_pressure <= 1,
+		       "%s: at most one LOCK after it (%llu)", cases[i].name,
+		       (unsigned long long)(lock_cmds(s) - s->locks_at_pressure));
+		tap_ok(s->b.size > 0, "%s: what was allocated is locked",
+		       cases[i].name);
+		tap_ok(!s->b.pressure_pending, "%s: the pressure was taken",
+		       cases[i].name);
+		locks = lock_cmds(s);
+		s->now_ms += VMB_POLL_SLOW_MS;
+		sim_cycle(s);
+		tap_eq(s->n_allocs, cases[i].at,
+		       "%s: the next cycle allocates nothing", cases[i].name);
+		tap_eq(lock_cmds(s), locks, "%s: and locks nothing",
+		       cases[i].name);
+		check_consistent(s, cases[i].name);
+		shutdown_and_check(s, cases[i].name);
+	}
+}
+
 int main(void)
 {
 	test_shrink_4k();
@@ -545,6 +604,7 @@ int main(void)
 	test_reclaim_not_short();
 	test_reclaim_large();
 	test_reclaim_busy_no_backlog();
+	test_pressure_bounds_the_cycle();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);
