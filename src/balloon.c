@@ -798,20 +798,22 @@ bool vmb_glance(struct vmb_balloon *b)
  *
  * A guest is awake many times a second even when idle, and each glance
  * costs a hypercall: glances that keep finding the target where it was
- * come ever further apart, and stop once the next would come no sooner
- * than the cycle's second. An idle balloon then asks once a second, as
- * the in-tree driver does; the next move of the target starts over.
+ * come ever further apart (100, 200, 400 ms), and stop once the wait
+ * would reach half of the cycle's second: within the second after the
+ * fast polling ended. An idle balloon then asks once a second, as the
+ * in-tree driver does; the next move of the target starts over.
  *
  * Return: the wait before the next glance, VMB_POLL_GLANCE_MS right after
  * the cycles stop polling fast and doubled by every glance since, while
- * that is shorter than VMB_POLL_SLOW_MS, on a working connection; else 0:
+ * that is shorter than half of VMB_POLL_SLOW_MS, on a working connection;
+ * else 0:
  * no glance (the cycles poll fast enough, the balloon has settled for
  * good, or there is nothing a glance could do).
  */
 unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b)
 {
 	if (b->fast_polls || b->reset_required || !b->batch_max ||
-	    b->glance_wait_ms >= VMB_POLL_SLOW_MS)
+	    b->glance_wait_ms >= VMB_POLL_SLOW_MS / 2)
 		return 0;
 	return b->glance_wait_ms;
 }
