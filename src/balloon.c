@@ -806,9 +806,8 @@ bool vmb_glance(struct vmb_balloon *b)
  * Return: the wait before the next glance, VMB_POLL_GLANCE_MS right after
  * the cycles stop polling fast and doubled by every glance since, while
  * that is shorter than half of VMB_POLL_SLOW_MS, on a working connection;
- * else 0:
- * no glance (the cycles poll fast enough, the balloon has settled for
- * good, or there is nothing a glance could do).
+ * else 0: no glance (the cycles poll fast enough, the balloon has settled
+ * for good, or there is nothing a glance could do).
  */
 unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b)
 {

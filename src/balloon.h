@@ -63,10 +63,10 @@
  * CPU is awake anyway: a glance costs a hypercall, never a wakeup. The
  * first comes 100 ms after the fast polling ends, and each that finds the
  * target unchanged doubles the wait for the next, until it would reach
- * half of the cycle's second: then none until the target moves again. A guest is
- * awake many times a second even when idle, so a settled balloon that kept
- * glancing would ask several times a second; this way an idle balloon asks
- * once a second, as the in-tree driver does.
+ * half of the cycle's second: then none until the target moves again. A
+ * guest is awake many times a second even when idle, so a settled balloon
+ * that kept glancing would ask several times a second; this way an idle
+ * balloon asks once a second, as the in-tree driver does.
  */
 #define VMB_POLL_SLOW_MS	1000
 #define VMB_POLL_FAST_MS	100
