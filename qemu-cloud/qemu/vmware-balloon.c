@@ -1,4 +1,6 @@
 /*
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
  * vmware-balloon: the hypervisor side of VMware's memory-balloon protocol
  *
  * Written for the vmw-balloon-dkms project so that its guest driver can be
@@ -184,6 +186,7 @@
 #include "exec/memory.h"
 #include "cpu.h"
 #include "qom/object.h"
+#include "trace.h"
 
 #define TYPE_VMWARE_BALLOON "vmware-balloon"
 OBJECT_DECLARE_SIMPLE_TYPE(VMBalloonState, VMWARE_BALLOON)
@@ -457,6 +460,7 @@ static void vmb_set_granted(VMBalloonState *s, uint32_t granted)
 /* The device answers RESET: it acts like a host that was restarted. */
 static uint32_t vmb_host_restart(VMBalloonState *s)
 {
+    trace_vmware_balloon_host_restart(s->locked_frames);
     vmb_forget_locks(s);
     vmb_set_granted(s, 0);
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
@@ -612,6 +616,7 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     } else {
         ret = ram_block_discard_range(rb, rb_offset, len);
     }
+    trace_vmware_balloon_discard(qemu_ram_get_idstr(rb), rb_offset, len, ret);
     if (ret == 0) {
         s->discarded_frames += nframes;
     } else {
@@ -685,6 +690,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
     }
 
     memory_region_unref(sec.mr);
+    trace_vmware_balloon_frame(frame, nframes, lock, status);
     return status;
 }
 
@@ -787,6 +793,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
         vmb_log(s, true, "%s: cannot write the statuses back to the batch "
                 "page at PFN %#" PRIx64, name, c->arg1);
     }
+    trace_vmware_balloon_batch(c->cmd, c->arg1, count, invalid);
     if (invalid) {
         vmb_log(s, true, "%s: %" PRIu64 " of %" PRIu64 " entries are invalid "
                 "(reserved bits set, not guest RAM, or misplaced)", name,
@@ -816,9 +823,11 @@ static uint32_t vmb_cmd_start(VMBalloonState *s, VMBCall *c)
     s->last_limit = 0;
     if (s->legacy) {
         vmb_set_granted(s, c->arg1 ? VMB_CAP_BASIC : 0);
+        trace_vmware_balloon_start(c->arg1, s->granted);
         return VMB_SUCCESS;
     }
     vmb_set_granted(s, c->arg1 & s->capabilities & VMB_CAPS_ALL);
+    trace_vmware_balloon_start(c->arg1, s->granted);
     c->set_rcx = true;
     c->rcx = s->granted;
     return VMB_SUCCESS_WITH_CAPABILITIES;
@@ -921,6 +930,7 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
         c->set_rbx = true;
         c->rbx = vmb_guest_target(s, c);
     }
+    trace_vmware_balloon_call(c->cmd, c->arg1, c->arg2, status, c->rbx);
     return status;
 }
 
@@ -986,6 +996,7 @@ static void vmb_balloon_event(void *opaque, ram_addr_t keep)
     uint64_t ram = vmb_ram_size();
 
     s->target_frames = keep >= ram ? 0 : (ram - keep) >> VMB_FRAME_SHIFT;
+    trace_vmware_balloon_target(s->target_frames);
 }
 
 static void vmb_balloon_status(void *opaque, BalloonInfo *info)
