@@ -167,6 +167,7 @@
 #include "qemu/madvise.h"
 #include "qemu/rcu.h"
 #include "qapi/error.h"
+#include "qapi/qapi-events-machine.h"
 #include "qapi/qapi-types-machine.h"
 #include "hw/isa/isa.h"
 #include "hw/qdev-properties.h"
@@ -455,6 +456,31 @@ static void vmb_set_granted(VMBalloonState *s, uint32_t granted)
 {
     s->granted = granted;
     s->granted_caps = granted;
+}
+
+/*
+ * What QMP query-balloon reports as "actual": the guest's RAM less the
+ * locked frames.
+ */
+static uint64_t vmb_actual(VMBalloonState *s)
+{
+    uint64_t ram = vmb_ram_size();
+    uint64_t locked = s->locked_frames << VMB_FRAME_SHIFT;
+
+    return locked >= ram ? 0 : ram - locked;
+}
+
+/*
+ * Tell QMP clients that the balloon moved (BALLOON_CHANGE, which the
+ * monitor rate-limits), as virtio-balloon does when its guest changes
+ * "actual".  Called once per port call or reset with the count from
+ * before it, so that a batch makes one event, not one per entry.
+ */
+static void vmb_locked_changed(VMBalloonState *s, uint64_t locked_before)
+{
+    if (s->locked_frames != locked_before) {
+        qapi_event_send_balloon_change(vmb_actual(s));
+    }
 }
 
 /* The device answers RESET: it acts like a host that was restarted. */
@@ -940,6 +966,7 @@ static uint64_t vmb_io_read(void *opaque, hwaddr addr, unsigned size)
     CPUState *cs = current_cpu;
     CPUX86State *env;
     VMBCall c = { 0 };
+    uint64_t locked_before = s->locked_frames;
     uint32_t status;
 
     /* Only a 32-bit read of the port itself, from a vCPU, is a call. */
@@ -961,6 +988,7 @@ static uint64_t vmb_io_read(void *opaque, hwaddr addr, unsigned size)
         c.arg1 = c.wide ? env->regs[R_EBX] : (uint32_t)env->regs[R_EBX];
         c.arg2 = (uint32_t)env->regs[R_ESI];
         status = vmb_dispatch(s, &c);
+        vmb_locked_changed(s, locked_before);
         if (c.set_rbx) {
             env->regs[R_EBX] = c.rbx;
         }
@@ -1001,11 +1029,7 @@ static void vmb_balloon_event(void *opaque, ram_addr_t keep)
 
 static void vmb_balloon_status(void *opaque, BalloonInfo *info)
 {
-    VMBalloonState *s = opaque;
-    uint64_t ram = vmb_ram_size();
-    uint64_t locked = s->locked_frames << VMB_FRAME_SHIFT;
-
-    info->actual = locked >= ram ? 0 : ram - locked;
+    info->actual = vmb_actual(opaque);
 }
 
 static bool vmb_get_reset_next(Object *obj, Error **errp)
@@ -1178,11 +1202,15 @@ static void vmb_unrealize(DeviceState *dev)
 static void vmb_reset_enter(Object *obj, ResetType type)
 {
     VMBalloonState *s = VMWARE_BALLOON(obj);
+    uint64_t locked_before = s->locked_frames;
 
+    trace_vmware_balloon_reset(type, type == RESET_TYPE_WAKEUP ? 0 :
+                               s->locked_frames);
     if (type == RESET_TYPE_WAKEUP) {
         return;
     }
     vmb_forget_locks(s);
+    vmb_locked_changed(s, locked_before);
     vmb_set_granted(s, 0);
     s->reset_pending = false;
     s->last_limit = 0;

@@ -166,9 +166,10 @@ for bad in 0 9; do
 done
 
 note "guest $name: default device, a DIMM slot free, guest errors logged"
-# a PCI display, so that hostcheck checks its video memory is refused
+# a PCI display, so that hostcheck checks its video memory is refused; a
+# QMP monitor for a client that listens for events
 boot "" --mem 2G,slots=2,maxmem=4G --s3 --qemu-arg=-d --qemu-arg=guest_errors \
-	--qemu-arg=-device --qemu-arg=VGA
+	--qemu-arg=-device --qemu-arg=VGA --qemu-arg=-qmp "$(events_monitor_arg)"
 log_since=$SECONDS log_lines=0
 
 ram=$(host_get ram-frames)
@@ -244,7 +245,10 @@ check_eq "reset-at-locked 100: RESET to that batch and to the unlock before STAR
 check_eq "reset-at-locked 100: back at 0, nothing locked" \
 	"$(host_get reset-at-locked) $(host_get locked-frames)" "0 0"
 
-note "host memory"
+note "host memory, and BALLOON_CHANGE events"
+# A QMP client that listens, as libvirt does: the device tells it when the
+# balloon moved, with "actual" as query-balloon reports it.
+check "a second QMP client listens for events" listen_for_events
 discarded=$(host_get discarded-frames)
 guest 'nohup /root/hostcheck --hold 512 --lock-on-signal --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "hold 512 MiB: pages filled" wait_for 300 guest 'grep -q touched /tmp/hold.log'
@@ -253,6 +257,10 @@ guest 'kill -USR2 $(cat /tmp/hold.pid)'
 check "hold 512 MiB: locked" wait_for 300 eval \
 	'[[ $(host_get locked-frames) == 131072 ]]'
 rss1=$(qemu_rss_kib)
+check "BALLOON_CHANGE: the listening client is told actual = RAM - 512 MiB" \
+	wait_for 10 eval '[[ $(last_balloon_change) == $(((ram - 131072) * 4096)) ]]'
+check_eq "BALLOON_CHANGE: the same actual as query-balloon" \
+	"$(qmp query-balloon | json_get 'j["actual"]')" $(((ram - 131072) * 4096))
 note "QEMU RSS $rss0 KiB with 512 MiB filled, $rss1 KiB once they are locked"
 check "the host released the locked memory" \
 	eval '(( $(host_get discarded-frames) - discarded >= 131072 ))'
@@ -260,6 +268,10 @@ check "QEMU RSS fell by at least 448 MiB" eval '(( rss0 - rss1 >= 448 * 1024 ))'
 guest 'kill -USR1 $(cat /tmp/hold.pid)' # the hold ends when the test says, not after a time
 check "hold ends: nothing locked" wait_for 300 eval \
 	'[[ $(host_get locked-frames) == 0 ]]'
+check "BALLOON_CHANGE: then actual = RAM" \
+	wait_for 10 eval '[[ $(last_balloon_change) == $((ram * 4096)) ]]'
+note "$(grep -c '"BALLOON_CHANGE"' "$events_log") BALLOON_CHANGE events for the 512 MiB locked and unlocked"
+stop_listening
 
 note "suspend to RAM and wake up, with frames locked"
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'

@@ -22,7 +22,8 @@ free_target_mib=300	# what the balloon leaves free
 workload_mib=800	# what the program touches
 hold_s=10		# how long it keeps it
 
-boot_with_deb VMware-like
+# a QMP monitor for a client that listens for BALLOON_CHANGE, as libvirt does
+boot_with_deb VMware-like --qemu-arg=-qmp "$(events_monitor_arg)"
 
 install_deb
 # The kernel's own driver may have loaded at boot (DMI alias): ours instead.
@@ -69,9 +70,15 @@ note "baseline: available (MemAvailable + per-CPU free) $avail0 KiB, $(pcp_pages
 balloon_mib=$((avail0 / 1024 - free_target_mib))
 want=$((balloon_mib * 256))
 discarded0=$(host_get discarded-frames)
+check "events: a second QMP client listens" listen_for_events
 balloon_keep $((2048 - balloon_mib))
 check "inflate: the host holds $want frames ($balloon_mib MiB) within 120 s" \
 	wait_for 120 host_locked_is "$want"
+ram_bytes=$(($(host_get ram-frames) * 4096))
+check "inflate: the client was told BALLOON_CHANGE, actual = RAM - balloon" \
+	wait_for 10 eval '[[ $(last_balloon_change) == $((ram_bytes - want * 4096)) ]]'
+note "$(grep -c '"BALLOON_CHANGE"' "$events_log") BALLOON_CHANGE events while $balloon_mib MiB inflated"
+stop_listening
 # the driver counts a page once the host has answered: it may lag a moment
 check "inflate: the driver's debugfs current agrees" wait_for 30 eval '[[ $(guest_stat current) == "$want" ]]'
 # What the host gave back is counted from its side below: frames it
