@@ -150,11 +150,19 @@
  * was taken with.  After loading, the new host releases the memory of the
  * locked frames again (a no-op after an incoming migration, where they
  * arrive as zero pages it never allocates; not done during postcopy).
- * locked-frames and locked-2m are recounted from the sets, which must be
- * consistent.  Counters (calls-*, discarded-frames, ...) and the fault
- * injection settings are the host's and start afresh; capabilities and
- * legacy come from the new device's own properties: if it would not grant
- * what the guest holds, it answers RESET and the guest starts over.
+ * The state is standard VMState fields (version 3; older streams are not
+ * accepted), compact (8 bytes per 2 MiB entry, at most a bit per frame for
+ * 4 KiB locks), and checked whole when loaded: a stream whose locks are
+ * not ordinary guest RAM, not aligned, out of order or do not add up fails
+ * the load with the reason, see vmb_load_locks().  Counters (calls-*,
+ * discarded-frames, ...) and the fault injection settings are the
+ * host's and start afresh; capabilities and legacy come from the new
+ * device's own properties: if it would not grant what the guest holds, it
+ * answers RESET and the guest starts over.
+ *
+ * While an incoming postcopy migration or a background snapshot runs, a
+ * LOCK only records the lock and releases no memory (as virtio-balloon
+ * does): both need the guest's memory to stay where it is.
  *
  * This work is licensed under the terms of the GNU GPL, version 2 or later.
  */
@@ -178,7 +186,6 @@
 #include "qapi/visitor.h"
 #include "migration/vmstate.h"
 #include "migration/misc.h"
-#include "migration/qemu-file-types.h"
 #include "system/balloon.h"
 #include "system/hostmem.h"
 #include "system/hw_accel.h"
@@ -350,6 +357,14 @@ struct VMBalloonState {
     unsigned int log_in_window;
     uint64_t log_suppressed;
     GHashTable *no_discard;     /* idstr of RAM blocks discards fail on */
+
+    /* the locks in the migration stream, see vmb_pre_save() */
+    uint32_t mig_nheads;
+    uint64_t *mig_heads;
+    uint32_t mig_nblocks;
+    uint64_t *mig_blocks;
+    uint32_t mig_bitmap_bytes;
+    uint8_t *mig_bitmaps;
     MemoryRegion *dimm_region_seen; /* a DIMM's, during one port call */
 };
 
@@ -440,6 +455,17 @@ static void G_GNUC_PRINTF(3, 4) vmb_log(VMBalloonState *s, bool guest_error,
                     s->log_in_window == VMB_LOG_BURST ?
                     " (more messages suppressed for a minute)" : "");
     }
+}
+
+/* Free the arrays of the migration stream, see vmb_pre_save(). */
+static void vmb_stream_free(VMBalloonState *s)
+{
+    g_clear_pointer(&s->mig_heads, g_free);
+    g_clear_pointer(&s->mig_blocks, g_free);
+    g_clear_pointer(&s->mig_bitmaps, g_free);
+    s->mig_nheads = 0;
+    s->mig_nblocks = 0;
+    s->mig_bitmap_bytes = 0;
 }
 
 /* Forget every lock: what a restarted host, a new START or a guest reset
@@ -1157,6 +1183,7 @@ static void vmb_instance_finalize(Object *obj)
     vmb_frames_destroy(&s->locked);
     vmb_frames_destroy(&s->heads);
     g_hash_table_destroy(s->no_discard);
+    vmb_stream_free(s);
 }
 
 static void vmb_realize(DeviceState *dev, Error **errp)
@@ -1218,75 +1245,270 @@ static void vmb_reset_enter(Object *obj, ResetType type)
 }
 
 /*
- * Migration.  A frame set travels as the chunks that have a frame in them,
- * each as its number (be64) and its bitmap (little-endian, 4 KiB), then
- * VMB_FRAMES_END.  Chunk numbers are frame >> 15 < 2^49, so the marker
- * cannot be one.
+ * Migration.  The locks travel in three standard arrays, built before
+ * saving and read back into the frame sets after loading:
+ *   mig_heads    the first frame of every locked 2 MiB entry, ascending
+ *   mig_blocks   the numbers (frame >> 12) of the 16 MiB blocks that hold
+ *                4 KiB locks outside 2 MiB entries, ascending
+ *   mig_bitmaps  one little-endian bitmap of 4096 bits per such block
+ * plus locked_frames, the count they must add up to.  A guest that
+ * ballooned with 2 MiB pages sends 8 bytes per 2 MiB; 4 KiB locks cost at
+ * most a bit per frame of the blocks they are in.  Nothing of the stream
+ * is trusted: see vmb_load_locks().
  */
-#define VMB_FRAMES_END      UINT64_MAX
-#define VMB_CHUNK_BYTES     (VMB_CHUNK_FRAMES / 8)
+#define VMB_BLOCK_SHIFT     12
+#define VMB_BLOCK_FRAMES    (1UL << VMB_BLOCK_SHIFT)
+#define VMB_BLOCK_BYTES     (VMB_BLOCK_FRAMES / 8)
+/* a block's first frame must have an address below 2^64 */
+#define VMB_BLOCK_LAST      ((UINT64_MAX >> VMB_FRAME_SHIFT) >> VMB_BLOCK_SHIFT)
 
-static int vmb_frames_put(QEMUFile *f, void *pv, size_t size,
-                          const VMStateField *field, JSONWriter *vmdesc)
+static gint vmb_cmp_u64(gconstpointer a, gconstpointer b)
 {
-    VMBFrameSet *set = pv;
-    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
-    GHashTableIter iter;
-    gpointer key, bits;
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
 
-    g_hash_table_iter_init(&iter, set->chunks);
-    while (g_hash_table_iter_next(&iter, &key, &bits)) {
-        if (find_first_bit(bits, VMB_CHUNK_FRAMES) == VMB_CHUNK_FRAMES) {
-            continue;
-        }
-        bitmap_to_le(le, bits, VMB_CHUNK_FRAMES);
-        qemu_put_be64(f, *(uint64_t *)key);
-        qemu_put_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES);
+    return x < y ? -1 : x > y;
+}
+
+static int vmb_pre_save(void *opaque)
+{
+    VMBalloonState *s = opaque;
+    g_autofree unsigned long *bits = bitmap_new(VMB_CHUNK_FRAMES);
+    g_autofree unsigned long *le = bitmap_new(VMB_BLOCK_FRAMES);
+    GArray *keys = g_array_new(false, false, sizeof(uint64_t));
+    GArray *heads = g_array_new(false, false, sizeof(uint64_t));
+    GArray *blocks = g_array_new(false, false, sizeof(uint64_t));
+    GByteArray *maps = g_byte_array_new();
+    GHashTableIter iter;
+    gpointer key;
+    guint k;
+
+    vmb_stream_free(s);
+    g_hash_table_iter_init(&iter, s->locked.chunks);
+    while (g_hash_table_iter_next(&iter, &key, NULL)) {
+        g_array_append_val(keys, *(uint64_t *)key);
     }
-    qemu_put_be64(f, VMB_FRAMES_END);
+    g_array_sort(keys, vmb_cmp_u64);
+
+    for (k = 0; k < keys->len; k++) {
+        uint64_t base = g_array_index(keys, uint64_t, k) << VMB_CHUNK_SHIFT;
+        unsigned long *head_bits = vmb_frames_chunk(&s->heads, base, false);
+        unsigned long i, b;
+
+        bitmap_copy(bits, vmb_frames_chunk(&s->locked, base, false),
+                    VMB_CHUNK_FRAMES);
+        /* 2 MiB entries travel as their heads only */
+        if (head_bits) {
+            for (i = find_first_bit(head_bits, VMB_CHUNK_FRAMES);
+                 i < VMB_CHUNK_FRAMES;
+                 i = find_next_bit(head_bits, VMB_CHUNK_FRAMES, i + 1)) {
+                uint64_t head = base + i;
+
+                g_array_append_val(heads, head);
+                bitmap_clear(bits, i, VMB_2M_FRAMES);
+            }
+        }
+        for (b = 0; b < VMB_CHUNK_FRAMES / VMB_BLOCK_FRAMES; b++) {
+            unsigned long *block = bits + b * (VMB_BLOCK_FRAMES /
+                                               BITS_PER_LONG);
+            uint64_t number = (base >> VMB_BLOCK_SHIFT) + b;
+
+            if (find_first_bit(block, VMB_BLOCK_FRAMES) >= VMB_BLOCK_FRAMES) {
+                continue;
+            }
+            g_array_append_val(blocks, number);
+            bitmap_to_le(le, block, VMB_BLOCK_FRAMES);
+            g_byte_array_append(maps, (const guint8 *)le, VMB_BLOCK_BYTES);
+        }
+    }
+    g_array_free(keys, true);
+
+    s->mig_nheads = heads->len;
+    s->mig_heads = (uint64_t *)g_array_free(heads, false);
+    s->mig_nblocks = blocks->len;
+    s->mig_blocks = (uint64_t *)g_array_free(blocks, false);
+    s->mig_bitmap_bytes = maps->len;
+    s->mig_bitmaps = g_byte_array_free(maps, false);
+    trace_vmware_balloon_save(s->locked_frames, s->mig_nheads,
+                              s->mig_nblocks);
     return 0;
 }
 
-static int vmb_frames_get(QEMUFile *f, void *pv, size_t size,
-                          const VMStateField *field)
+static int vmb_post_save(void *opaque)
 {
-    VMBFrameSet *set = pv;
-    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
-    uint64_t key;
-
-    vmb_frames_clear_all(set);
-    for (;;) {
-        key = qemu_get_be64(f);
-        if (key == VMB_FRAMES_END) {
-            return qemu_file_get_error(f);
-        }
-        if (key > (UINT64_MAX >> VMB_CHUNK_SHIFT) ||
-            vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, false)) {
-            error_report("vmware-balloon: bad chunk %#" PRIx64
-                         " in the migration stream", key);
-            return -EINVAL;
-        }
-        if (qemu_get_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES) !=
-            VMB_CHUNK_BYTES) {
-            return -EIO;
-        }
-        bitmap_from_le(vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, true),
-                       le, VMB_CHUNK_FRAMES);
-    }
+    vmb_stream_free(opaque);
+    return 0;
 }
 
-static const VMStateInfo vmb_frames_info = {
-    .name = "vmware-balloon-frames",
-    .get = vmb_frames_get,
-    .put = vmb_frames_put,
-};
+static int vmb_pre_load(void *opaque)
+{
+    /* the arrays are allocated by the load itself */
+    vmb_stream_free(opaque);
+    return 0;
+}
 
-#define VMSTATE_VMB_FRAMES(_field) {                                    \
-    .name = (stringify(_field)),                                        \
-    .size = sizeof(VMBFrameSet),                                        \
-    .info = &vmb_frames_info,                                           \
-    .flags = VMS_SINGLE,                                                \
-    .offset = vmstate_offset_value(VMBalloonState, _field, VMBFrameSet), \
+static int vmb_count_dimm(Object *obj, void *opaque)
+{
+    unsigned int *count = opaque;
+
+    if (!strcmp(object_get_typename(obj), TYPE_PC_DIMM)) {
+        (*count)++;
+    }
+    return 0;
+}
+
+/*
+ * Checked before the arrays are read, so that a bad stream cannot make
+ * the load allocate more than the guest's RAM can justify: at most every
+ * frame locked, and at most the blocks that RAM can touch (each RAM
+ * region, two for the boot RAM split at 4 GiB, may start and end in a
+ * block of its own).
+ */
+static bool vmb_stream_sizes_ok(void *opaque, int version_id)
+{
+    VMBalloonState *s = opaque;
+    uint64_t ram_frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
+    uint64_t in_2m = (uint64_t)s->mig_nheads * VMB_2M_FRAMES;
+    unsigned int regions = 2;
+    uint64_t max_blocks;
+
+    object_child_foreach_recursive(qdev_get_machine(), vmb_count_dimm,
+                                   &regions);
+    max_blocks = DIV_ROUND_UP(ram_frames, VMB_BLOCK_FRAMES) + 2 * regions;
+    if (s->locked_frames > ram_frames || in_2m > s->locked_frames ||
+        s->mig_nblocks > s->locked_frames - in_2m ||
+        s->mig_nblocks > max_blocks ||
+        s->mig_bitmap_bytes != (uint64_t)s->mig_nblocks * VMB_BLOCK_BYTES) {
+        error_report("vmware-balloon: the migration stream's sizes do not "
+                     "fit this guest: %" PRIu64 " frames locked of %" PRIu64
+                     ", %" PRIu32 " 2 MiB entries, %" PRIu32 " blocks in %"
+                     PRIu32 " bytes", s->locked_frames, ram_frames,
+                     s->mig_nheads, s->mig_nblocks, s->mig_bitmap_bytes);
+        return false;
+    }
+    return true;
+}
+
+/* Is every frame of [frame, frame + n) ordinary guest RAM?  (A run may
+ * span two adjacent RAM regions, so a failure is checked frame by frame.) */
+static bool vmb_ram_run_ok(VMBalloonState *s, uint64_t frame, uint64_t n)
+{
+    MemoryRegionSection sec;
+    uint64_t i;
+
+    if (vmb_find_ram(s, frame, n, &sec)) {
+        memory_region_unref(sec.mr);
+        return true;
+    }
+    for (i = 0; i < n; i++) {
+        if (!vmb_find_ram(s, frame + i, 1, &sec)) {
+            return false;
+        }
+        memory_region_unref(sec.mr);
+    }
+    return true;
+}
+
+/*
+ * Rebuild the frame sets from the stream, checking everything: the grant
+ * is one this protocol knows and allows locks of the kinds present; 2 MiB
+ * heads are aligned, ascending, and whole 2 MiB of ordinary guest RAM;
+ * blocks are ascending, in range, not empty, and every frame they name is
+ * ordinary guest RAM outside the 2 MiB entries; and the frames add up to
+ * the count the stream carries.
+ */
+static bool vmb_load_locks(VMBalloonState *s, Error **errp)
+{
+    uint64_t want = s->locked_frames;
+    g_autofree unsigned long *bits = bitmap_new(VMB_BLOCK_FRAMES);
+    uint32_t i;
+
+    vmb_forget_locks(s);
+    s->dimm_region_seen = NULL;
+    if (s->granted & ~VMB_CAPS_ALL) {
+        error_setg(errp, "unknown capabilities granted: %#" PRIx32,
+                   s->granted);
+        return false;
+    }
+    if (s->reset_pending && (s->granted || want)) {
+        error_setg(errp, "a RESET is pending, yet capabilities are granted "
+                   "or frames locked");
+        return false;
+    }
+    if (want && !(s->granted & (VMB_CAP_BASIC | VMB_CAP_BATCHED))) {
+        error_setg(errp, "frames are locked, but no lock command was "
+                   "granted");
+        return false;
+    }
+    if (s->mig_nheads && !(s->granted & VMB_CAP_BATCHED_2M)) {
+        error_setg(errp, "2 MiB entries are locked, but BATCHED_2M was not "
+                   "granted");
+        return false;
+    }
+
+    for (i = 0; i < s->mig_nheads; i++) {
+        uint64_t head = s->mig_heads[i];
+        MemoryRegionSection sec;
+
+        if (head % VMB_2M_FRAMES || (i && head <= s->mig_heads[i - 1])) {
+            error_setg(errp, "2 MiB entry at frame %#" PRIx64 " is not "
+                       "2 MiB aligned or out of order", head);
+            return false;
+        }
+        if (!vmb_find_ram(s, head, VMB_2M_FRAMES, &sec)) {
+            error_setg(errp, "2 MiB entry at frame %#" PRIx64 " is not "
+                       "ordinary guest RAM", head);
+            return false;
+        }
+        memory_region_unref(sec.mr);
+        vmb_frames_set(&s->locked, head, VMB_2M_FRAMES);
+        vmb_frames_set(&s->heads, head, 1);
+        s->locked_frames += VMB_2M_FRAMES;
+        s->locked_2m++;
+    }
+
+    for (i = 0; i < s->mig_nblocks; i++) {
+        uint64_t block = s->mig_blocks[i];
+        uint64_t base = block << VMB_BLOCK_SHIFT;
+        unsigned long first, end;
+
+        if (block > VMB_BLOCK_LAST || (i && block <= s->mig_blocks[i - 1])) {
+            error_setg(errp, "4 KiB block %#" PRIx64 " is out of range or "
+                       "out of order", block);
+            return false;
+        }
+        bitmap_from_le(bits, (unsigned long *)(s->mig_bitmaps +
+                                               i * VMB_BLOCK_BYTES),
+                       VMB_BLOCK_FRAMES);
+        first = find_first_bit(bits, VMB_BLOCK_FRAMES);
+        if (first >= VMB_BLOCK_FRAMES) {
+            error_setg(errp, "4 KiB block %#" PRIx64 " is empty", block);
+            return false;
+        }
+        for (; first < VMB_BLOCK_FRAMES;
+             first = find_next_bit(bits, VMB_BLOCK_FRAMES, end)) {
+            end = find_next_zero_bit(bits, VMB_BLOCK_FRAMES, first);
+            if (vmb_frames_count(&s->locked, base + first, end - first)) {
+                error_setg(errp, "4 KiB frames at %#" PRIx64 " lie in a "
+                           "locked 2 MiB entry", base + first);
+                return false;
+            }
+            if (!vmb_ram_run_ok(s, base + first, end - first)) {
+                error_setg(errp, "4 KiB frames at %#" PRIx64 " are not all "
+                           "ordinary guest RAM", base + first);
+                return false;
+            }
+            vmb_frames_set(&s->locked, base + first, end - first);
+            s->locked_frames += end - first;
+        }
+    }
+
+    if (s->locked_frames != want) {
+        error_setg(errp, "the stream counts %" PRIu64 " locked frames, its "
+                   "sets hold %" PRIu64, want, s->locked_frames);
+        return false;
+    }
+    return true;
 }
 
 /*
@@ -1329,35 +1551,20 @@ static int vmb_post_load(void *opaque, int version_id)
     VMBalloonState *s = opaque;
     uint32_t grantable = s->legacy ? VMB_CAP_BASIC
                                    : s->capabilities & VMB_CAPS_ALL;
-    GHashTableIter iter;
-    gpointer key, value;
+    Error *err = NULL;
+    bool ok = vmb_load_locks(s, &err);
 
-    /* The counts follow from the sets; every 2 MiB entry must be locked
-     * whole. */
-    s->locked_frames = 0;
-    s->locked_2m = 0;
-    g_hash_table_iter_init(&iter, s->locked.chunks);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        s->locked_frames += bitmap_count_one(value, VMB_CHUNK_FRAMES);
+    vmb_stream_free(s);
+    if (!ok) {
+        /* what is left is a host with nothing locked, waiting for START */
+        vmb_forget_locks(s);
+        vmb_set_granted(s, 0);
+        s->reset_pending = true;
+        error_reportf_err(err, "vmware-balloon: bad migration stream: ");
+        return -EINVAL;
     }
-    g_hash_table_iter_init(&iter, s->heads.chunks);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
-        unsigned long i;
-
-        for (i = find_first_bit(value, VMB_CHUNK_FRAMES);
-             i < VMB_CHUNK_FRAMES;
-             i = find_next_bit(value, VMB_CHUNK_FRAMES, i + 1)) {
-            if (i % VMB_2M_FRAMES ||
-                vmb_frames_count(&s->locked, base + i, VMB_2M_FRAMES) !=
-                VMB_2M_FRAMES) {
-                error_report("vmware-balloon: the migration stream has a "
-                             "bad 2 MiB entry at frame %#" PRIx64, base + i);
-                return -EINVAL;
-            }
-            s->locked_2m++;
-        }
-    }
+    trace_vmware_balloon_load(s->locked_frames, s->locked_2m,
+                              s->granted);
     vmb_set_granted(s, s->granted);
 
     /*
@@ -1384,8 +1591,11 @@ static int vmb_post_load(void *opaque, int version_id)
  */
 static const VMStateDescription vmb_vmstate = {
     .name = TYPE_VMWARE_BALLOON,
-    .version_id = 2,
-    .minimum_version_id = 1,
+    .version_id = 3,
+    .minimum_version_id = 3,
+    .pre_save = vmb_pre_save,
+    .post_save = vmb_post_save,
+    .pre_load = vmb_pre_load,
     .post_load = vmb_post_load,
     .fields = (const VMStateField[]) {
         VMSTATE_UINT32(granted, VMBalloonState),
@@ -1395,8 +1605,17 @@ static const VMStateDescription vmb_vmstate = {
         VMSTATE_UINT64(guest_id, VMBalloonState),
         VMSTATE_UINT64(doorbell_cid, VMBalloonState),
         VMSTATE_UINT64(doorbell_rid, VMBalloonState),
-        VMSTATE_VMB_FRAMES(locked),
-        VMSTATE_VMB_FRAMES(heads),
+        VMSTATE_UINT64(locked_frames, VMBalloonState),
+        VMSTATE_UINT32(mig_nheads, VMBalloonState),
+        VMSTATE_UINT32(mig_nblocks, VMBalloonState),
+        VMSTATE_UINT32(mig_bitmap_bytes, VMBalloonState),
+        VMSTATE_VALIDATE("sizes fit the guest", vmb_stream_sizes_ok),
+        VMSTATE_VARRAY_UINT32_ALLOC(mig_heads, VMBalloonState, mig_nheads,
+                                    0, vmstate_info_uint64, uint64_t),
+        VMSTATE_VARRAY_UINT32_ALLOC(mig_blocks, VMBalloonState, mig_nblocks,
+                                    0, vmstate_info_uint64, uint64_t),
+        VMSTATE_VBUFFER_ALLOC_UINT32(mig_bitmaps, VMBalloonState, 0, NULL,
+                                     mig_bitmap_bytes),
         VMSTATE_END_OF_LIST()
     },
 };

@@ -303,6 +303,37 @@ granted=$(host_get granted-capabilities)
 state=$run_dir/$name.migration
 check "QMP migrate to a file completed" migrate_to_file "$state"
 "$vm" stop "$name" --kill >&2
+# The device's state: standard VMState fields, which QEMU's own
+# analyze-migration.py reads; its size is the sum of its fields.
+analyze=$(dirname "$qemu")/../scripts/analyze-migration.py
+dev_state=$(python3 "$analyze" -f "$state" 2>/dev/null |
+	json_get 'json.dumps(next(v for k, v in j.items() if k.startswith("vmware-balloon")))' 2>/dev/null)
+check "analyze-migration.py reads the device's state" test -n "$dev_state"
+check_eq "... locked_frames in it" \
+	"$(json_get 'int(j["locked_frames"], 0)' <<<"${dev_state:-null}" 2>/dev/null)" 16384
+dev_bytes=$(python3 "$analyze" -f "$state" -d desc 2>/dev/null | json_get 'sum(
+	f["size"] * f.get("array_len", 1) for d in j["devices"] if d["name"] == "vmware-balloon"
+	for f in d["fields"])' 2>/dev/null)
+note "device state: ${dev_bytes:-?} bytes with 16384 4 KiB frames locked"
+# A stream whose device state is wrong fails to load, with the device's
+# reason, and QEMU does not crash.
+for bad in count range hole sizes; do
+	"$root/tests/device/corrupt-migration" "$state" "$state.$bad" "$bad" ||
+		bail "write a spoiled copy ($bad) of the migration stream"
+	lines=$(wc -l <"$run_dir/$name/qemu.log")
+	if "$vm" start "$name" --incoming "$state.$bad" --timeout 300 >/dev/null 2>&1; then
+		fail "spoiled stream ($bad): the load fails"
+		"$vm" stop "$name" --kill >&2
+	else
+		new_log=$(tail -n +$((lines + 1)) "$run_dir/$name/qemu.log")
+		sed 's/^/#   | /' <<<"$new_log" | grep -i 'vmware-balloon\|migration\|load' | head -n 5
+		check "spoiled stream ($bad): the load fails with the device's reason" \
+			grep -qE "vmware-balloon: (bad migration stream|the migration stream's sizes)" <<<"$new_log"
+		check "spoiled stream ($bad): QEMU exits, no crash" \
+			eval '! grep -qiE "abort|assert|segmentation|sanitizer|core dumped" <<<"$new_log"'
+	fi
+	rm -f "$state.$bad"
+done
 "$vm" start "$name" --incoming "$state" >&2 || bail "restore the guest with -incoming"
 # the new QEMU's log limit starts afresh: count its lines only
 log_since=$SECONDS log_lines=$(wc -l <"$run_dir/$name/qemu.log")
