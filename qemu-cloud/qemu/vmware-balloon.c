@@ -633,6 +633,22 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     int ret;
 
     if (ram_block_discard_is_disabled()) {
+        trace_vmware_balloon_discard_skipped("discards disabled", len);
+        return;
+    }
+    /*
+     * An incoming postcopy migration fills guest RAM from the source as
+     * it is touched, and a background snapshot write-protects it to save
+     * each page before it changes: neither can cope with memory that
+     * vanishes under it.  Meanwhile a LOCK only records the lock, as
+     * virtio-balloon does; the memory stays backed.
+     */
+    if (migration_in_incoming_postcopy()) {
+        trace_vmware_balloon_discard_skipped("incoming postcopy", len);
+        return;
+    }
+    if (migration_in_bg_snapshot()) {
+        trace_vmware_balloon_discard_skipped("background snapshot", len);
         return;
     }
 

@@ -350,6 +350,52 @@ check "restored: every unlock succeeded (the host knew the locks)" \
 hostcheck_tap "hostcheck after the restore" "$below_2_32" --target 1000
 rm -f "$state"
 
+# While a background snapshot runs, QEMU write-protects guest RAM to save
+# each page before it changes: memory released under it would be lost or
+# saved wrong, so a LOCK only records the lock.  The guest locks and
+# unlocks 256 MiB while the snapshot (slowed to 16 MiB/s) runs; restored,
+# the 256 MiB pattern it wrote before reads back intact.
+note "background snapshot while frames are locked and unlocked"
+guest 'head -c 256M /dev/urandom >/dev/shm/pattern && sha256sum </dev/shm/pattern >/root/pattern.sha' ||
+	bail "write a 256 MiB pattern in the guest"
+guest 'nohup /root/hostcheck --hold 256 --lock-on-signal --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "hold 256 MiB: pages filled" wait_for 300 guest 'grep -q touched /tmp/hold.log'
+snap=$run_dir/$name.snapshot
+rm -f "$snap"
+qmp migrate-set-capabilities '{"capabilities": [{"capability": "background-snapshot", "state": true}]}' >/dev/null
+qmp migrate-set-parameters '{"max-bandwidth": 16777216}' >/dev/null
+discarded=$(host_get discarded-frames)
+qmp migrate "{\"uri\": \"exec:cat > $snap\"}" >/dev/null
+check "snapshot: a background snapshot runs" wait_for 30 migration_status_is active
+guest 'kill -USR2 $(cat /tmp/hold.pid)'
+check "snapshot: the guest locked 256 MiB" wait_for 300 host_locked_is 65536
+check "snapshot: ... while the snapshot ran" migration_status_is active
+check_eq "snapshot: no memory was released for those locks" \
+	"$(host_get discarded-frames)" "$discarded"
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "snapshot: and unlocked them" wait_for 300 host_locked_is 0
+check "snapshot: ... while the snapshot ran" migration_status_is active
+check "snapshot: completed" wait_for 900 migration_status_is "completed|failed"
+check "snapshot: completed, not failed" migration_status_is completed
+"$vm" stop "$name" --kill >&2
+"$vm" start "$name" --incoming "$snap" >&2 || bail "restore the guest from the background snapshot"
+log_since=$SECONDS log_lines=$(wc -l <"$run_dir/$name/qemu.log")
+check "snapshot restored: the 256 MiB pattern reads back intact" \
+	guest 'sha256sum </dev/shm/pattern | cmp -s - /root/pattern.sha'
+check_eq "snapshot restored: nothing locked (the snapshot is from before the locks)" \
+	"$(host_get locked-frames)" 0
+discarded=$(host_get discarded-frames)
+guest 'kill -USR2 $(cat /tmp/hold.pid)'
+check "snapshot restored: the guest locks its 256 MiB again" wait_for 300 host_locked_is 65536
+check "snapshot restored: and now their memory is released" \
+	eval '(( $(host_get discarded-frames) - discarded >= 65536 ))'
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "snapshot restored: unlocked" wait_for 300 host_locked_is 0
+check "snapshot restored: every unlock succeeded" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 65536 of 65536"'
+guest 'rm -f /dev/shm/pattern'
+rm -f "$snap"
+
 note "garbage"
 host_set refuse-every 7
 host_set reset-every 13
