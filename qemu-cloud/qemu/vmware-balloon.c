@@ -9,90 +9,99 @@
  * 0x456c6d6f in EAX, command in ECX, arguments in EBX and ESI, status back
  * in EAX, the balloon target in RBX, START's granted capabilities in RCX).
  *
- * Usage:  -device vmware-balloon,id=vmb0[,capabilities=0x2e][,legacy=on]
+ * Usage:  -device vmware-balloon,id=vmb0[,capabilities=0x2e][,x-legacy=on]
  * It is an ISA device (the pc machine has an ISA bus) and registers as
  * QEMU's balloon handler, so HMP "balloon N" / "info balloon" and QMP
  * "balloon" / "query-balloon" work as for virtio-balloon: the value given is
  * the memory the guest should keep.  Only one balloon device may exist.
  * The device migrates (and so allows savevm), see "Migration" below.
  *
- * Properties fixed at creation (-device ...):
- *   capabilities  uint32, default 0x2e.  START grants arg1 & capabilities;
- *                 bit 0 is never granted, only bits 1-5 are known.  0x10
- *                 (VMCI doorbell) is off by default: QEMU has no VMCI.
- *   legacy        bool, default off.  Answer START like a protocol-v2 host:
- *                 plain SUCCESS, nothing written to RCX, BASIC granted
- *                 (nothing at all for START(0)).
+ * The public interface is the "capabilities" property and QMP balloon /
+ * query-balloon (and the BALLOON_CHANGE event, sent when the balloon moves,
+ * as virtio-balloon sends it).  Everything else is for testing and
+ * debugging, hence "x-": it may change at any time.
+ *
+ *   capabilities    uint32, default 0x2e, fixed at creation.  START grants
+ *                   arg1 & capabilities; bit 0 is never granted, only bits
+ *                   1-5 are known.  0x10 (VMCI doorbell) is off by default:
+ *                   QEMU has no VMCI.
+ *   x-legacy        bool, default off, fixed at creation.  Answer START
+ *                   like a protocol-v2 host: plain SUCCESS, nothing written
+ *                   to RCX, BASIC granted (nothing at all for START(0)).
  *
  * Read/write at run time (qom-get / qom-set on /machine/peripheral/<id>;
  * they may also be given with -device):
- *   offered-capabilities  uint32: the "capabilities" above, changed while
- *                   the guest runs; the next START grants from it (send a
+ *   x-offered-capabilities  uint32: "capabilities", changed while the
+ *                   guest runs; the next START grants from it (send a
  *                   reset to make the guest ask again).
- *   target-frames   uint64: the balloon target in 4 KiB frames.  QMP
+ *   x-target-frames uint64: the balloon target in 4 KiB frames.  QMP
  *                   "balloon" sets it to (RAM - value) / 4096, RAM being
- *                   the size ram-frames shows; qom-set may
- *                   set anything (e.g. beyond 32 bits).  Not changed by a
- *                   guest reset.
+ *                   the size x-ram-frames shows; qom-set may set anything
+ *                   (e.g. beyond 32 bits).  Not changed by a guest reset.
  *
  * Fault injection (read/write at run time):
- *   reset-next      bool: the next command returns RESET (7).
- *   reset-every     uint32 N: every Nth command returns RESET; 0 = off.
+ *   x-reset-next    bool: the next command returns RESET (7).
+ *   x-reset-every   uint32 N: every Nth command returns RESET; 0 = off.
  *                   Commands are counted from 1 over all calls with the
  *                   right magic.
  *                   Returning RESET makes the device behave like a host
  *                   that restarted: every lock is forgotten, nothing is
  *                   granted, and every command but START returns RESET
  *                   until the guest sends START.
- *   busy-next       bool: the next command returns BUSY (8), doing nothing.
- *   busy-every      uint32 N: every Nth command returns BUSY; 0 = off.
- *   refuse-every    uint32 N: every Nth frame the guest asks to lock (a
+ *   x-busy-next     bool: the next command returns BUSY (8), doing nothing.
+ *   x-busy-every    uint32 N: every Nth command returns BUSY; 0 = off.
+ *   x-refuse-every  uint32 N: every Nth frame the guest asks to lock (a
  *                   single LOCK, or one batch entry, 4 KiB or 2 MiB) is
- *                   refused with refuse-status instead of being locked;
+ *                   refused with x-refuse-status instead of being locked;
  *                   0 = off.  Only requests for valid guest RAM count.
- *   refuse-status   uint32, default 5 (PPN_PINNED): the status used for
+ *   x-refuse-status uint32, default 5 (PPN_PINNED): the status used for
  *                   refused frames.  Only the error statuses a batch
  *                   entry's 5-bit status field can hold are accepted,
  *                   1 (CMD_INVALID) to 8 (BUSY); setting anything else
  *                   fails and keeps the old value.
- *   fail-start      uint32 N: the next N START calls return FAILURE (-1);
+ *   x-fail-start    uint32 N: the next N START calls return FAILURE (-1);
  *                   after a failed START every other command returns RESET
  *                   until a START succeeds.
- *   reset-at-locked uint64 N: the first LOCK command (single or batched)
- *                   after which the host holds at least N 4 KiB frames
- *                   locked (a 2 MiB entry counts 512) makes the host
- *                   restart at that point, as reset-next does: every lock
- *                   is forgotten, that command returns RESET (a batch
- *                   stops there and gets no entry statuses written), and
- *                   so does every command until the next START.  Then
+ *   x-reset-at-locked  uint64 N: the first LOCK command (single or
+ *                   batched) after which the host holds at least N 4 KiB
+ *                   frames locked (a 2 MiB entry counts 512) makes the
+ *                   host restart at that point, as x-reset-next does:
+ *                   every lock is forgotten, that command returns RESET (a
+ *                   batch stops there and gets no entry statuses written),
+ *                   and so does every command until the next START.  Then
  *                   the property is back at 0 (one shot); 0 = off.  This
  *                   puts a RESET at a fixed point of an inflation, however
  *                   fast the driver is.
- *   Priority: pending RESET, reset-next, reset-every, busy-next, busy-every,
- *   then the command itself.
+ *   Priority: pending RESET, x-reset-next, x-reset-every, x-busy-next,
+ *   x-busy-every, then the command itself.
  *
  * Read-only counters (plain integers):
- *   locked-frames         4 KiB frames currently locked (a 2M entry is 512)
- *   locked-2m             2 MiB entries currently locked
- *   granted-capabilities  what the last START granted (0 after a reset)
- *   guest-id              last GUEST_ID argument
- *   doorbell-cid, doorbell-rid   last VMCI_DOORBELL_SET arguments
- *   resets-sent           RESET statuses returned
- *   busy-sent             BUSY statuses returned
- *   start-zero            START calls with arg1 == 0 (a driver saying bye)
- *   calls-<cmd>, failures-<cmd>  per command: calls, and calls whose status
- *                         was not SUCCESS (SUCCESS_WITH_CAPABILITIES counts
- *                         as success); <cmd> is one of start, target, lock,
- *                         unlock, guest-id, batch-lock, batch-unlock,
- *                         2m-lock, 2m-unlock, doorbell-set
- *   calls-unknown         commands 5 and >= 11 (answered CMD_INVALID)
- *   bad-magic             port reads with a wrong magic (answered FAILURE,
- *                         nothing else changes)
- *   refused-frames        lock requests refused through refuse-every
- *   discarded-frames      4 KiB frames whose host memory was released
- *   ram-frames            the guest's RAM size in 4 KiB frames: boot RAM
- *                         plus plugged pc-dimm devices (not NVDIMM,
- *                         virtio-pmem or virtio-mem memory)
+ *   x-locked-frames   4 KiB frames currently locked (a 2M entry is 512)
+ *   x-locked-2m       2 MiB entries currently locked
+ *   x-granted-capabilities  what the last START granted (0 after a reset)
+ *   x-guest-id        last GUEST_ID argument
+ *   x-doorbell-cid, x-doorbell-rid  last VMCI_DOORBELL_SET arguments
+ *   x-resets-sent     RESET statuses returned
+ *   x-busy-sent       BUSY statuses returned
+ *   x-start-zero      START calls with arg1 == 0 (a driver saying bye)
+ *   x-calls-<cmd>, x-failures-<cmd>  per command: calls, and calls whose
+ *                     status was not SUCCESS (SUCCESS_WITH_CAPABILITIES
+ *                     counts as success); <cmd> is one of start, target,
+ *                     lock, unlock, guest-id, batch-lock, batch-unlock,
+ *                     2m-lock, 2m-unlock, doorbell-set
+ *   x-calls-unknown   commands 5 and >= 11 (answered CMD_INVALID)
+ *   x-bad-magic       port reads with a wrong magic (answered FAILURE,
+ *                     nothing else changes)
+ *   x-refused-frames  lock requests refused through x-refuse-every
+ *   x-discarded-frames  4 KiB frames whose host memory was released
+ *   x-ram-frames      the guest's RAM size in 4 KiB frames: boot RAM plus
+ *                     plugged pc-dimm devices (not NVDIMM, virtio-pmem or
+ *                     virtio-mem memory)
+ *
+ * Trace events (hw/i386/trace-events, "vmware_balloon_*"): every call with
+ * its status and the target returned, START's grant, batches, each frame
+ * locked or unlocked, host restarts, resets, each release of host memory
+ * and each one skipped, targets set, and what migration saves and loads.
  *
  * Rules the device applies:
  *   - GET_TARGET returns the target clamped to arg1 (the guest's RAM in
@@ -154,9 +163,9 @@
  * accepted), compact (8 bytes per 2 MiB entry, at most a bit per frame for
  * 4 KiB locks), and checked whole when loaded: a stream whose locks are
  * not ordinary guest RAM, not aligned, out of order or do not add up fails
- * the load with the reason, see vmb_load_locks().  Counters (calls-*,
- * discarded-frames, ...) and the fault injection settings are the
- * host's and start afresh; capabilities and legacy come from the new
+ * the load with the reason, see vmb_load_locks().  Counters (x-calls-*,
+ * x-discarded-frames, ...) and the fault injection settings are the
+ * host's and start afresh; capabilities and x-legacy come from the new
  * device's own properties: if it would not grant what the guest holds, it
  * answers RESET and the guest starts over.
  *
@@ -338,8 +347,8 @@ struct VMBalloonState {
     uint64_t busy_sent;
     uint64_t refused_frames;
     uint64_t discarded_frames;
-    uint64_t commands;          /* for reset-every / busy-every */
-    uint64_t lock_requests;     /* for refuse-every */
+    uint64_t commands;          /* for x-reset-every / x-busy-every */
+    uint64_t lock_requests;     /* for x-refuse-every */
 
     /* fault injection */
     bool reset_next;
@@ -763,7 +772,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
 }
 
 /*
- * reset-at-locked was reached by the lock just made: the host restarts
+ * x-reset-at-locked was reached by the lock just made: the host restarts
  * right there (one shot), and the command that made it gets RESET.
  */
 static uint32_t vmb_restart_at_locked(VMBalloonState *s)
@@ -1119,7 +1128,7 @@ static void vmb_set_refuse_status(Object *obj, Visitor *v, const char *name,
         return;
     }
     if (value < VMB_ERROR_CMD_INVALID || value > VMB_ERROR_BUSY) {
-        error_setg(errp, "vmware-balloon: refuse-status %" PRIu32 " is not "
+        error_setg(errp, "vmware-balloon: x-refuse-status %" PRIu32 " is not "
                    "an error status a batch entry can hold (1..8)", value);
         return;
     }
@@ -1140,42 +1149,42 @@ static void vmb_instance_init(Object *obj)
     s->refuse_status = VMB_ERROR_PPN_PINNED;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 
-    object_property_add_uint64_ptr(obj, "target-frames", &s->target_frames,
+    object_property_add_uint64_ptr(obj, "x-target-frames", &s->target_frames,
                                    rw);
-    object_property_add_uint32_ptr(obj, "offered-capabilities",
+    object_property_add_uint32_ptr(obj, "x-offered-capabilities",
                                    &s->capabilities, rw);
-    object_property_add_bool(obj, "reset-next", vmb_get_reset_next,
+    object_property_add_bool(obj, "x-reset-next", vmb_get_reset_next,
                              vmb_set_reset_next);
-    object_property_add_uint32_ptr(obj, "reset-every", &s->reset_every, rw);
-    object_property_add_bool(obj, "busy-next", vmb_get_busy_next,
+    object_property_add_uint32_ptr(obj, "x-reset-every", &s->reset_every, rw);
+    object_property_add_bool(obj, "x-busy-next", vmb_get_busy_next,
                              vmb_set_busy_next);
-    object_property_add_uint32_ptr(obj, "busy-every", &s->busy_every, rw);
-    object_property_add_uint32_ptr(obj, "refuse-every", &s->refuse_every, rw);
-    object_property_add(obj, "refuse-status", "uint32", vmb_get_refuse_status,
+    object_property_add_uint32_ptr(obj, "x-busy-every", &s->busy_every, rw);
+    object_property_add_uint32_ptr(obj, "x-refuse-every", &s->refuse_every, rw);
+    object_property_add(obj, "x-refuse-status", "uint32", vmb_get_refuse_status,
                         vmb_set_refuse_status, NULL, NULL);
-    object_property_add_uint32_ptr(obj, "fail-start", &s->fail_start, rw);
-    object_property_add_uint64_ptr(obj, "reset-at-locked",
+    object_property_add_uint32_ptr(obj, "x-fail-start", &s->fail_start, rw);
+    object_property_add_uint64_ptr(obj, "x-reset-at-locked",
                                    &s->reset_at_locked, rw);
 
-    object_property_add_uint64_ptr(obj, "locked-frames", &s->locked_frames,
+    object_property_add_uint64_ptr(obj, "x-locked-frames", &s->locked_frames,
                                    ro);
-    object_property_add_uint64_ptr(obj, "locked-2m", &s->locked_2m, ro);
-    object_property_add_uint64_ptr(obj, "granted-capabilities",
+    object_property_add_uint64_ptr(obj, "x-locked-2m", &s->locked_2m, ro);
+    object_property_add_uint64_ptr(obj, "x-granted-capabilities",
                                    &s->granted_caps, ro);
-    object_property_add_uint64_ptr(obj, "guest-id", &s->guest_id, ro);
-    object_property_add_uint64_ptr(obj, "doorbell-cid", &s->doorbell_cid, ro);
-    object_property_add_uint64_ptr(obj, "doorbell-rid", &s->doorbell_rid, ro);
-    object_property_add_uint64_ptr(obj, "resets-sent", &s->resets_sent, ro);
-    object_property_add_uint64_ptr(obj, "busy-sent", &s->busy_sent, ro);
-    object_property_add_uint64_ptr(obj, "start-zero", &s->start_zero, ro);
-    object_property_add_uint64_ptr(obj, "calls-unknown", &s->calls_unknown,
+    object_property_add_uint64_ptr(obj, "x-guest-id", &s->guest_id, ro);
+    object_property_add_uint64_ptr(obj, "x-doorbell-cid", &s->doorbell_cid, ro);
+    object_property_add_uint64_ptr(obj, "x-doorbell-rid", &s->doorbell_rid, ro);
+    object_property_add_uint64_ptr(obj, "x-resets-sent", &s->resets_sent, ro);
+    object_property_add_uint64_ptr(obj, "x-busy-sent", &s->busy_sent, ro);
+    object_property_add_uint64_ptr(obj, "x-start-zero", &s->start_zero, ro);
+    object_property_add_uint64_ptr(obj, "x-calls-unknown", &s->calls_unknown,
                                    ro);
-    object_property_add_uint64_ptr(obj, "bad-magic", &s->bad_magic, ro);
-    object_property_add_uint64_ptr(obj, "refused-frames", &s->refused_frames,
+    object_property_add_uint64_ptr(obj, "x-bad-magic", &s->bad_magic, ro);
+    object_property_add_uint64_ptr(obj, "x-refused-frames", &s->refused_frames,
                                    ro);
-    object_property_add_uint64_ptr(obj, "discarded-frames",
+    object_property_add_uint64_ptr(obj, "x-discarded-frames",
                                    &s->discarded_frames, ro);
-    object_property_add(obj, "ram-frames", "uint64", vmb_get_ram_frames,
+    object_property_add(obj, "x-ram-frames", "uint64", vmb_get_ram_frames,
                         NULL, NULL, NULL);
 
     for (i = 0; i < VMB_CMD_NUM; i++) {
@@ -1185,8 +1194,8 @@ static void vmb_instance_init(Object *obj)
         if (!vmb_cmd_name[i]) {
             continue;
         }
-        calls = g_strdup_printf("calls-%s", vmb_cmd_name[i]);
-        failures = g_strdup_printf("failures-%s", vmb_cmd_name[i]);
+        calls = g_strdup_printf("x-calls-%s", vmb_cmd_name[i]);
+        failures = g_strdup_printf("x-failures-%s", vmb_cmd_name[i]);
         object_property_add_uint64_ptr(obj, calls, &s->calls[i], ro);
         object_property_add_uint64_ptr(obj, failures, &s->failures[i], ro);
     }
@@ -1639,7 +1648,7 @@ static const VMStateDescription vmb_vmstate = {
 static const Property vmb_properties[] = {
     DEFINE_PROP_UINT32("capabilities", VMBalloonState, capabilities,
                        VMB_CAP_DEFAULT),
-    DEFINE_PROP_BOOL("legacy", VMBalloonState, legacy, false),
+    DEFINE_PROP_BOOL("x-legacy", VMBalloonState, legacy, false),
 };
 
 static void vmb_class_init(ObjectClass *klass, void *data)

@@ -194,8 +194,8 @@ driver_counts() {
 # the host's locked frames and 2 MiB entries, the driver's current and
 # its per-size counts (driver_counts) are all exactly 0
 check_nothing_held() {
-	check_eq "$1: nothing held: host locked-frames, locked-2m; driver current, 4k and 2M pages" \
-		"$(host_get locked-frames) $(host_get locked-2m) $(driver_counts)" "0 0 0 0 0"
+	check_eq "$1: nothing held: host x-locked-frames, x-locked-2m; driver current, 4k and 2M pages" \
+		"$(host_get x-locked-frames) $(host_get x-locked-2m) $(driver_counts)" "0 0 0 0 0"
 }
 
 # guest_vmstat NAME: a counter of the guest's /proc/vmstat (empty if it has none)
@@ -233,7 +233,7 @@ migration_status_is() {
 }
 
 host_locked_is() {
-	[[ $(host_get locked-frames) == "$1" ]]
+	[[ $(host_get x-locked-frames) == "$1" ]]
 }
 
 # Make the host really back the guest's free memory: a never-touched page
