@@ -3,12 +3,17 @@
 # a guest booted with qemu-cloud/vm, and print TAP.
 #
 #   tests/device/run.sh          two guests.  One: hostcheck, targets (QMP
-#                                and 64-bit), fault injection (reset-at-
+#                                and 64-bit), fault injection (x-reset-at-
 #                                locked among them), host memory
-#                                released, suspend to RAM and wake-up,
-#                                reboot, migration to a file and
-#                                back with frames locked, random garbage and
-#                                the log rate limit, a hot-plugged DIMM.  Two:
+#                                released and BALLOON_CHANGE events,
+#                                suspend to RAM and wake-up, reboot,
+#                                migration to a file and back with frames
+#                                locked (the state read by QEMU's
+#                                analyze-migration.py, spoiled copies
+#                                refused), a background snapshot while
+#                                frames are locked and unlocked, random
+#                                garbage and the log rate limit, a
+#                                hot-plugged DIMM.  Two:
 #                                RAM that is a private file mapping, and
 #                                ivshmem, NVDIMM, virtio-pmem and virtio-mem
 #                                memory the device must never take
