@@ -43,7 +43,7 @@ the last one (inside A's 3 s of fast polling after a target change);
 
 Per scenario:
 - time to target: from sending `balloon` until the host holds the target
-  (locked-frames for A and B, query-balloon's actual for C), and of that
+  (x-locked-frames for A and B, query-balloon's actual for C), and of that
   the time until the host's count first changes;
 - host memory, one metric for all: the guest-RAM part of QEMU's RSS (the
   Rss of the RAM mapping in /proc/PID/smaps, found by its size, not the
@@ -58,7 +58,7 @@ Per scenario:
   balloon + backed balloon frames, so an RSS that falls by less than the
   balloon grew is either balloon memory the host still backs (the driver's
   or the host's fault) or guest memory the host had never backed;
-- hypercalls per GiB (the device's calls-* counters; n/a for C);
+- hypercalls per GiB (the device's x-calls-* counters; n/a for C);
 - guest CPU per GiB (all CPUs' busy time in the guest's /proc/stat, read
   through one ssh session held open) and host CPU per GiB (QEMU's utime +
   stime from /proc/PID/stat, until the target is reached; it includes
@@ -277,19 +277,19 @@ class Run:
         """The balloon as the host holds it, in 4 KiB frames."""
         if self.virtio:
             return (GUEST_MIB * MIB - self.qmp("query-balloon")["actual"]) // FRAME
-        return self.host_get("locked-frames")
+        return self.host_get("x-locked-frames")
 
     def hypercalls(self):
         if self.virtio:
             return None
-        return sum(self.host_get(f"calls-{c}") for c in CMDS)
+        return sum(self.host_get(f"x-calls-{c}") for c in CMDS)
 
     def discarded(self):
         """4 KiB frames whose host memory the device released (None for C)."""
         if self.virtio:
             return None
         try:
-            return self.host_get("discarded-frames")
+            return self.host_get("x-discarded-frames")
         except RuntimeError:  # a device without the counter
             return None
 
@@ -297,7 +297,7 @@ class Run:
         """What changes only when the driver does something: its locks and unlocks."""
         if self.virtio:
             return self.size_frames()
-        return sum(self.host_get(f"calls-{c}") for c in WORK_CMDS)
+        return sum(self.host_get(f"x-calls-{c}") for c in WORK_CMDS)
 
     def ram_rss_kib(self):
         """Rss of the guest-RAM mapping (smaps is read only as far as that mapping)."""
@@ -701,7 +701,7 @@ def boot_vmware(name, deb, deb_before=None):
 def load_driver(run, variant, version):
     """Put the driver of A (DKMS) or B (the kernel's own) in the VMware-like guest."""
     run.settle(0)
-    starts = run.host_get("calls-start")
+    starts = run.host_get("x-calls-start")
     if variant == "A":
         run.ssh("rmmod vmw_balloon 2>/dev/null; modprobe vmw_balloon")
     elif variant == "A0":
@@ -720,7 +720,7 @@ def load_driver(run, variant, version):
     if have != want:
         raise RuntimeError(f"{variant}: loaded vmw_balloon is {have!r}, want {want!r}")
     deadline = time.monotonic() + 60
-    while run.host_get("calls-start") <= starts or run.host_get("granted-capabilities") == 0:
+    while run.host_get("x-calls-start") <= starts or run.host_get("x-granted-capabilities") == 0:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{variant}: the driver did not START with the host")
         time.sleep(0.2)
@@ -981,10 +981,10 @@ def report(results, meta, variants, scenarios):
               f"last step; -settled ones once the driver has been idle at least {SETTLED_S} s "
               "(no target change, no lock or unlock counted by the host).",
               "", "Time to target: from sending QMP `balloon` until the host holds the target "
-              "(A, B: the device's locked-frames; C: query-balloon's actual), polled over one QMP "
+              "(A, B: the device's x-locked-frames; C: query-balloon's actual), polled over one QMP "
               "connection, 1 ms between samples (median sample interval: " +
               ", ".join(f"{v} {meta['poll_ms'].get(v, 0):.1f} ms" for v in variants) + "). "
-              "Hypercalls: every command the device counted (calls-*), over the GiB moved; "
+              "Hypercalls: every command the device counted (x-calls-*), over the GiB moved; "
               "C has no such counter. RAM RSS: the Rss of QEMU's guest-RAM mapping "
               "(/proc/PID/smaps), sampled with the size (a read waits at least twice the last "
               "read's cost); the residue is read 0.5 s after the target is reached (for "

@@ -101,12 +101,12 @@ class FakeRun(bench.Run):
             return {"actual": bench.GUEST_MIB * bench.MIB - self.current() * bench.FRAME}
         if command == "qom-get":
             prop = arguments["property"]
-            if prop == "locked-frames":
+            if prop == "x-locked-frames":
                 return self.current()
-            if prop == "discarded-frames":
+            if prop == "x-discarded-frames":
                 return self.size
             self.current()
-            return self.locks if prop == "calls-2m-lock" else 0
+            return self.locks if prop == "x-calls-2m-lock" else 0
         return {}
 
     def sh(self, command):

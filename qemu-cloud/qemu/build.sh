@@ -19,7 +19,9 @@
 # tarball carries no meson wheel of its own.
 #
 # Prints the binary's absolute path as the last line of stdout; progress goes
-# to stderr.  The binary looks for firmware in /usr/share/qemu,
+# to stderr.  Beside bin/ the build keeps QEMU's reader of migration
+# streams, <binary>/../scripts/analyze-migration.py.  The binary looks
+# for firmware in /usr/share/qemu,
 # /usr/share/seabios and /usr/lib/ipxe/qemu (Debian's qemu-system-data,
 # seabios and ipxe-qemu, installed here when a build runs); passing
 # "-L /usr/share/qemu -L /usr/share/seabios -L /usr/lib/ipxe/qemu" does no
@@ -267,8 +269,10 @@ if grep -E 'vmware-balloon\.c:[0-9]+:[0-9]+: (warning|error)' "$build_log" >&2; 
 fi
 
 out=$work/out
-mkdir -p "$out/bin"
+mkdir -p "$out/bin" "$out/scripts"
 cp -- "$srcdir/build/$binary_name" "$out/bin/"
+# QEMU's reader of migration streams, for tests of the device's state
+cp -- "$srcdir/scripts/analyze-migration.py" "$out/scripts/"
 qemu=$out/bin/$binary_name
 
 log "checking the binary"

@@ -1,4 +1,6 @@
 /*
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ *
  * vmware-balloon: the hypervisor side of VMware's memory-balloon protocol
  *
  * Written for the vmw-balloon-dkms project so that its guest driver can be
@@ -7,90 +9,99 @@
  * 0x456c6d6f in EAX, command in ECX, arguments in EBX and ESI, status back
  * in EAX, the balloon target in RBX, START's granted capabilities in RCX).
  *
- * Usage:  -device vmware-balloon,id=vmb0[,capabilities=0x2e][,legacy=on]
+ * Usage:  -device vmware-balloon,id=vmb0[,capabilities=0x2e][,x-legacy=on]
  * It is an ISA device (the pc machine has an ISA bus) and registers as
  * QEMU's balloon handler, so HMP "balloon N" / "info balloon" and QMP
  * "balloon" / "query-balloon" work as for virtio-balloon: the value given is
  * the memory the guest should keep.  Only one balloon device may exist.
  * The device migrates (and so allows savevm), see "Migration" below.
  *
- * Properties fixed at creation (-device ...):
- *   capabilities  uint32, default 0x2e.  START grants arg1 & capabilities;
- *                 bit 0 is never granted, only bits 1-5 are known.  0x10
- *                 (VMCI doorbell) is off by default: QEMU has no VMCI.
- *   legacy        bool, default off.  Answer START like a protocol-v2 host:
- *                 plain SUCCESS, nothing written to RCX, BASIC granted
- *                 (nothing at all for START(0)).
+ * The public interface is the "capabilities" property and QMP balloon /
+ * query-balloon (and the BALLOON_CHANGE event, sent when the balloon moves,
+ * as virtio-balloon sends it).  Everything else is for testing and
+ * debugging, hence "x-": it may change at any time.
+ *
+ *   capabilities    uint32, default 0x2e, fixed at creation.  START grants
+ *                   arg1 & capabilities; bit 0 is never granted, only bits
+ *                   1-5 are known.  0x10 (VMCI doorbell) is off by default:
+ *                   QEMU has no VMCI.
+ *   x-legacy        bool, default off, fixed at creation.  Answer START
+ *                   like a protocol-v2 host: plain SUCCESS, nothing written
+ *                   to RCX, BASIC granted (nothing at all for START(0)).
  *
  * Read/write at run time (qom-get / qom-set on /machine/peripheral/<id>;
  * they may also be given with -device):
- *   offered-capabilities  uint32: the "capabilities" above, changed while
- *                   the guest runs; the next START grants from it (send a
+ *   x-offered-capabilities  uint32: "capabilities", changed while the
+ *                   guest runs; the next START grants from it (send a
  *                   reset to make the guest ask again).
- *   target-frames   uint64: the balloon target in 4 KiB frames.  QMP
+ *   x-target-frames uint64: the balloon target in 4 KiB frames.  QMP
  *                   "balloon" sets it to (RAM - value) / 4096, RAM being
- *                   the size ram-frames shows; qom-set may
- *                   set anything (e.g. beyond 32 bits).  Not changed by a
- *                   guest reset.
+ *                   the size x-ram-frames shows; qom-set may set anything
+ *                   (e.g. beyond 32 bits).  Not changed by a guest reset.
  *
  * Fault injection (read/write at run time):
- *   reset-next      bool: the next command returns RESET (7).
- *   reset-every     uint32 N: every Nth command returns RESET; 0 = off.
+ *   x-reset-next    bool: the next command returns RESET (7).
+ *   x-reset-every   uint32 N: every Nth command returns RESET; 0 = off.
  *                   Commands are counted from 1 over all calls with the
  *                   right magic.
  *                   Returning RESET makes the device behave like a host
  *                   that restarted: every lock is forgotten, nothing is
  *                   granted, and every command but START returns RESET
  *                   until the guest sends START.
- *   busy-next       bool: the next command returns BUSY (8), doing nothing.
- *   busy-every      uint32 N: every Nth command returns BUSY; 0 = off.
- *   refuse-every    uint32 N: every Nth frame the guest asks to lock (a
+ *   x-busy-next     bool: the next command returns BUSY (8), doing nothing.
+ *   x-busy-every    uint32 N: every Nth command returns BUSY; 0 = off.
+ *   x-refuse-every  uint32 N: every Nth frame the guest asks to lock (a
  *                   single LOCK, or one batch entry, 4 KiB or 2 MiB) is
- *                   refused with refuse-status instead of being locked;
+ *                   refused with x-refuse-status instead of being locked;
  *                   0 = off.  Only requests for valid guest RAM count.
- *   refuse-status   uint32, default 5 (PPN_PINNED): the status used for
+ *   x-refuse-status uint32, default 5 (PPN_PINNED): the status used for
  *                   refused frames.  Only the error statuses a batch
  *                   entry's 5-bit status field can hold are accepted,
  *                   1 (CMD_INVALID) to 8 (BUSY); setting anything else
  *                   fails and keeps the old value.
- *   fail-start      uint32 N: the next N START calls return FAILURE (-1);
+ *   x-fail-start    uint32 N: the next N START calls return FAILURE (-1);
  *                   after a failed START every other command returns RESET
  *                   until a START succeeds.
- *   reset-at-locked uint64 N: the first LOCK command (single or batched)
- *                   after which the host holds at least N 4 KiB frames
- *                   locked (a 2 MiB entry counts 512) makes the host
- *                   restart at that point, as reset-next does: every lock
- *                   is forgotten, that command returns RESET (a batch
- *                   stops there and gets no entry statuses written), and
- *                   so does every command until the next START.  Then
+ *   x-reset-at-locked  uint64 N: the first LOCK command (single or
+ *                   batched) after which the host holds at least N 4 KiB
+ *                   frames locked (a 2 MiB entry counts 512) makes the
+ *                   host restart at that point, as x-reset-next does:
+ *                   every lock is forgotten, that command returns RESET (a
+ *                   batch stops there and gets no entry statuses written),
+ *                   and so does every command until the next START.  Then
  *                   the property is back at 0 (one shot); 0 = off.  This
  *                   puts a RESET at a fixed point of an inflation, however
  *                   fast the driver is.
- *   Priority: pending RESET, reset-next, reset-every, busy-next, busy-every,
- *   then the command itself.
+ *   Priority: pending RESET, x-reset-next, x-reset-every, x-busy-next,
+ *   x-busy-every, then the command itself.
  *
  * Read-only counters (plain integers):
- *   locked-frames         4 KiB frames currently locked (a 2M entry is 512)
- *   locked-2m             2 MiB entries currently locked
- *   granted-capabilities  what the last START granted (0 after a reset)
- *   guest-id              last GUEST_ID argument
- *   doorbell-cid, doorbell-rid   last VMCI_DOORBELL_SET arguments
- *   resets-sent           RESET statuses returned
- *   busy-sent             BUSY statuses returned
- *   start-zero            START calls with arg1 == 0 (a driver saying bye)
- *   calls-<cmd>, failures-<cmd>  per command: calls, and calls whose status
- *                         was not SUCCESS (SUCCESS_WITH_CAPABILITIES counts
- *                         as success); <cmd> is one of start, target, lock,
- *                         unlock, guest-id, batch-lock, batch-unlock,
- *                         2m-lock, 2m-unlock, doorbell-set
- *   calls-unknown         commands 5 and >= 11 (answered CMD_INVALID)
- *   bad-magic             port reads with a wrong magic (answered FAILURE,
- *                         nothing else changes)
- *   refused-frames        lock requests refused through refuse-every
- *   discarded-frames      4 KiB frames whose host memory was released
- *   ram-frames            the guest's RAM size in 4 KiB frames: boot RAM
- *                         plus plugged pc-dimm devices (not NVDIMM,
- *                         virtio-pmem or virtio-mem memory)
+ *   x-locked-frames   4 KiB frames currently locked (a 2M entry is 512)
+ *   x-locked-2m       2 MiB entries currently locked
+ *   x-granted-capabilities  what the last START granted (0 after a reset)
+ *   x-guest-id        last GUEST_ID argument
+ *   x-doorbell-cid, x-doorbell-rid  last VMCI_DOORBELL_SET arguments
+ *   x-resets-sent     RESET statuses returned
+ *   x-busy-sent       BUSY statuses returned
+ *   x-start-zero      START calls with arg1 == 0 (a driver saying bye)
+ *   x-calls-<cmd>, x-failures-<cmd>  per command: calls, and calls whose
+ *                     status was not SUCCESS (SUCCESS_WITH_CAPABILITIES
+ *                     counts as success); <cmd> is one of start, target,
+ *                     lock, unlock, guest-id, batch-lock, batch-unlock,
+ *                     2m-lock, 2m-unlock, doorbell-set
+ *   x-calls-unknown   commands 5 and >= 11 (answered CMD_INVALID)
+ *   x-bad-magic       port reads with a wrong magic (answered FAILURE,
+ *                     nothing else changes)
+ *   x-refused-frames  lock requests refused through x-refuse-every
+ *   x-discarded-frames  4 KiB frames whose host memory was released
+ *   x-ram-frames      the guest's RAM size in 4 KiB frames: boot RAM plus
+ *                     plugged pc-dimm devices (not NVDIMM, virtio-pmem or
+ *                     virtio-mem memory)
+ *
+ * Trace events (hw/i386/trace-events, "vmware_balloon_*"): every call with
+ * its status and the target returned, START's grant, batches, each frame
+ * locked or unlocked, host restarts, resets, each release of host memory
+ * and each one skipped, targets set, and what migration saves and loads.
  *
  * Rules the device applies:
  *   - GET_TARGET returns the target clamped to arg1 (the guest's RAM in
@@ -148,11 +159,19 @@
  * was taken with.  After loading, the new host releases the memory of the
  * locked frames again (a no-op after an incoming migration, where they
  * arrive as zero pages it never allocates; not done during postcopy).
- * locked-frames and locked-2m are recounted from the sets, which must be
- * consistent.  Counters (calls-*, discarded-frames, ...) and the fault
- * injection settings are the host's and start afresh; capabilities and
- * legacy come from the new device's own properties: if it would not grant
- * what the guest holds, it answers RESET and the guest starts over.
+ * The state is standard VMState fields (version 3; older streams are not
+ * accepted), compact (8 bytes per 2 MiB entry, at most a bit per frame for
+ * 4 KiB locks), and checked whole when loaded: a stream whose locks are
+ * not ordinary guest RAM, not aligned, out of order or do not add up fails
+ * the load with the reason, see vmb_load_locks().  Counters (x-calls-*,
+ * x-discarded-frames, ...) and the fault injection settings are the
+ * host's and start afresh; capabilities and x-legacy come from the new
+ * device's own properties: if it would not grant what the guest holds, it
+ * answers RESET and the guest starts over.
+ *
+ * While an incoming postcopy migration or a background snapshot runs, a
+ * LOCK only records the lock and releases no memory (as virtio-balloon
+ * does): both need the guest's memory to stay where it is.
  *
  * This work is licensed under the terms of the GNU GPL, version 2 or later.
  */
@@ -165,6 +184,7 @@
 #include "qemu/madvise.h"
 #include "qemu/rcu.h"
 #include "qapi/error.h"
+#include "qapi/qapi-events-machine.h"
 #include "qapi/qapi-types-machine.h"
 #include "hw/isa/isa.h"
 #include "hw/qdev-properties.h"
@@ -175,7 +195,6 @@
 #include "qapi/visitor.h"
 #include "migration/vmstate.h"
 #include "migration/misc.h"
-#include "migration/qemu-file-types.h"
 #include "system/balloon.h"
 #include "system/hostmem.h"
 #include "system/hw_accel.h"
@@ -184,6 +203,7 @@
 #include "exec/memory.h"
 #include "cpu.h"
 #include "qom/object.h"
+#include "trace.h"
 
 #define TYPE_VMWARE_BALLOON "vmware-balloon"
 OBJECT_DECLARE_SIMPLE_TYPE(VMBalloonState, VMWARE_BALLOON)
@@ -327,8 +347,8 @@ struct VMBalloonState {
     uint64_t busy_sent;
     uint64_t refused_frames;
     uint64_t discarded_frames;
-    uint64_t commands;          /* for reset-every / busy-every */
-    uint64_t lock_requests;     /* for refuse-every */
+    uint64_t commands;          /* for x-reset-every / x-busy-every */
+    uint64_t lock_requests;     /* for x-refuse-every */
 
     /* fault injection */
     bool reset_next;
@@ -346,6 +366,14 @@ struct VMBalloonState {
     unsigned int log_in_window;
     uint64_t log_suppressed;
     GHashTable *no_discard;     /* idstr of RAM blocks discards fail on */
+
+    /* the locks in the migration stream, see vmb_pre_save() */
+    uint32_t mig_nheads;
+    uint64_t *mig_heads;
+    uint32_t mig_nblocks;
+    uint64_t *mig_blocks;
+    uint32_t mig_bitmap_bytes;
+    uint8_t *mig_bitmaps;
     MemoryRegion *dimm_region_seen; /* a DIMM's, during one port call */
 };
 
@@ -438,6 +466,17 @@ static void G_GNUC_PRINTF(3, 4) vmb_log(VMBalloonState *s, bool guest_error,
     }
 }
 
+/* Free the arrays of the migration stream, see vmb_pre_save(). */
+static void vmb_stream_free(VMBalloonState *s)
+{
+    g_clear_pointer(&s->mig_heads, g_free);
+    g_clear_pointer(&s->mig_blocks, g_free);
+    g_clear_pointer(&s->mig_bitmaps, g_free);
+    s->mig_nheads = 0;
+    s->mig_nblocks = 0;
+    s->mig_bitmap_bytes = 0;
+}
+
 /* Forget every lock: what a restarted host, a new START or a guest reset
  * amounts to.  The released memory stays released. */
 static void vmb_forget_locks(VMBalloonState *s)
@@ -454,9 +493,35 @@ static void vmb_set_granted(VMBalloonState *s, uint32_t granted)
     s->granted_caps = granted;
 }
 
+/*
+ * What QMP query-balloon reports as "actual": the guest's RAM less the
+ * locked frames.
+ */
+static uint64_t vmb_actual(VMBalloonState *s)
+{
+    uint64_t ram = vmb_ram_size();
+    uint64_t locked = s->locked_frames << VMB_FRAME_SHIFT;
+
+    return locked >= ram ? 0 : ram - locked;
+}
+
+/*
+ * Tell QMP clients that the balloon moved (BALLOON_CHANGE, which the
+ * monitor rate-limits), as virtio-balloon does when its guest changes
+ * "actual".  Called once per port call or reset with the count from
+ * before it, so that a batch makes one event, not one per entry.
+ */
+static void vmb_locked_changed(VMBalloonState *s, uint64_t locked_before)
+{
+    if (s->locked_frames != locked_before) {
+        qapi_event_send_balloon_change(vmb_actual(s));
+    }
+}
+
 /* The device answers RESET: it acts like a host that was restarted. */
 static uint32_t vmb_host_restart(VMBalloonState *s)
 {
+    trace_vmware_balloon_host_restart(s->locked_frames);
     vmb_forget_locks(s);
     vmb_set_granted(s, 0);
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
@@ -577,6 +642,22 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     int ret;
 
     if (ram_block_discard_is_disabled()) {
+        trace_vmware_balloon_discard_skipped("discards disabled", len);
+        return;
+    }
+    /*
+     * An incoming postcopy migration fills guest RAM from the source as
+     * it is touched, and a background snapshot write-protects it to save
+     * each page before it changes: neither can cope with memory that
+     * vanishes under it.  Meanwhile a LOCK only records the lock, as
+     * virtio-balloon does; the memory stays backed.
+     */
+    if (migration_in_incoming_postcopy()) {
+        trace_vmware_balloon_discard_skipped("incoming postcopy", len);
+        return;
+    }
+    if (migration_in_bg_snapshot()) {
+        trace_vmware_balloon_discard_skipped("background snapshot", len);
         return;
     }
 
@@ -612,6 +693,7 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     } else {
         ret = ram_block_discard_range(rb, rb_offset, len);
     }
+    trace_vmware_balloon_discard(qemu_ram_get_idstr(rb), rb_offset, len, ret);
     if (ret == 0) {
         s->discarded_frames += nframes;
     } else {
@@ -685,11 +767,12 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
     }
 
     memory_region_unref(sec.mr);
+    trace_vmware_balloon_frame(frame, nframes, lock, status);
     return status;
 }
 
 /*
- * reset-at-locked was reached by the lock just made: the host restarts
+ * x-reset-at-locked was reached by the lock just made: the host restarts
  * right there (one shot), and the command that made it gets RESET.
  */
 static uint32_t vmb_restart_at_locked(VMBalloonState *s)
@@ -787,6 +870,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
         vmb_log(s, true, "%s: cannot write the statuses back to the batch "
                 "page at PFN %#" PRIx64, name, c->arg1);
     }
+    trace_vmware_balloon_batch(c->cmd, c->arg1, count, invalid);
     if (invalid) {
         vmb_log(s, true, "%s: %" PRIu64 " of %" PRIu64 " entries are invalid "
                 "(reserved bits set, not guest RAM, or misplaced)", name,
@@ -816,9 +900,11 @@ static uint32_t vmb_cmd_start(VMBalloonState *s, VMBCall *c)
     s->last_limit = 0;
     if (s->legacy) {
         vmb_set_granted(s, c->arg1 ? VMB_CAP_BASIC : 0);
+        trace_vmware_balloon_start(c->arg1, s->granted);
         return VMB_SUCCESS;
     }
     vmb_set_granted(s, c->arg1 & s->capabilities & VMB_CAPS_ALL);
+    trace_vmware_balloon_start(c->arg1, s->granted);
     c->set_rcx = true;
     c->rcx = s->granted;
     return VMB_SUCCESS_WITH_CAPABILITIES;
@@ -921,6 +1007,7 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
         c->set_rbx = true;
         c->rbx = vmb_guest_target(s, c);
     }
+    trace_vmware_balloon_call(c->cmd, c->arg1, c->arg2, status, c->rbx);
     return status;
 }
 
@@ -930,6 +1017,7 @@ static uint64_t vmb_io_read(void *opaque, hwaddr addr, unsigned size)
     CPUState *cs = current_cpu;
     CPUX86State *env;
     VMBCall c = { 0 };
+    uint64_t locked_before = s->locked_frames;
     uint32_t status;
 
     /* Only a 32-bit read of the port itself, from a vCPU, is a call. */
@@ -951,6 +1039,7 @@ static uint64_t vmb_io_read(void *opaque, hwaddr addr, unsigned size)
         c.arg1 = c.wide ? env->regs[R_EBX] : (uint32_t)env->regs[R_EBX];
         c.arg2 = (uint32_t)env->regs[R_ESI];
         status = vmb_dispatch(s, &c);
+        vmb_locked_changed(s, locked_before);
         if (c.set_rbx) {
             env->regs[R_EBX] = c.rbx;
         }
@@ -986,15 +1075,12 @@ static void vmb_balloon_event(void *opaque, ram_addr_t keep)
     uint64_t ram = vmb_ram_size();
 
     s->target_frames = keep >= ram ? 0 : (ram - keep) >> VMB_FRAME_SHIFT;
+    trace_vmware_balloon_target(s->target_frames);
 }
 
 static void vmb_balloon_status(void *opaque, BalloonInfo *info)
 {
-    VMBalloonState *s = opaque;
-    uint64_t ram = vmb_ram_size();
-    uint64_t locked = s->locked_frames << VMB_FRAME_SHIFT;
-
-    info->actual = locked >= ram ? 0 : ram - locked;
+    info->actual = vmb_actual(opaque);
 }
 
 static bool vmb_get_reset_next(Object *obj, Error **errp)
@@ -1042,7 +1128,7 @@ static void vmb_set_refuse_status(Object *obj, Visitor *v, const char *name,
         return;
     }
     if (value < VMB_ERROR_CMD_INVALID || value > VMB_ERROR_BUSY) {
-        error_setg(errp, "vmware-balloon: refuse-status %" PRIu32 " is not "
+        error_setg(errp, "vmware-balloon: x-refuse-status %" PRIu32 " is not "
                    "an error status a batch entry can hold (1..8)", value);
         return;
     }
@@ -1063,42 +1149,42 @@ static void vmb_instance_init(Object *obj)
     s->refuse_status = VMB_ERROR_PPN_PINNED;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 
-    object_property_add_uint64_ptr(obj, "target-frames", &s->target_frames,
+    object_property_add_uint64_ptr(obj, "x-target-frames", &s->target_frames,
                                    rw);
-    object_property_add_uint32_ptr(obj, "offered-capabilities",
+    object_property_add_uint32_ptr(obj, "x-offered-capabilities",
                                    &s->capabilities, rw);
-    object_property_add_bool(obj, "reset-next", vmb_get_reset_next,
+    object_property_add_bool(obj, "x-reset-next", vmb_get_reset_next,
                              vmb_set_reset_next);
-    object_property_add_uint32_ptr(obj, "reset-every", &s->reset_every, rw);
-    object_property_add_bool(obj, "busy-next", vmb_get_busy_next,
+    object_property_add_uint32_ptr(obj, "x-reset-every", &s->reset_every, rw);
+    object_property_add_bool(obj, "x-busy-next", vmb_get_busy_next,
                              vmb_set_busy_next);
-    object_property_add_uint32_ptr(obj, "busy-every", &s->busy_every, rw);
-    object_property_add_uint32_ptr(obj, "refuse-every", &s->refuse_every, rw);
-    object_property_add(obj, "refuse-status", "uint32", vmb_get_refuse_status,
+    object_property_add_uint32_ptr(obj, "x-busy-every", &s->busy_every, rw);
+    object_property_add_uint32_ptr(obj, "x-refuse-every", &s->refuse_every, rw);
+    object_property_add(obj, "x-refuse-status", "uint32", vmb_get_refuse_status,
                         vmb_set_refuse_status, NULL, NULL);
-    object_property_add_uint32_ptr(obj, "fail-start", &s->fail_start, rw);
-    object_property_add_uint64_ptr(obj, "reset-at-locked",
+    object_property_add_uint32_ptr(obj, "x-fail-start", &s->fail_start, rw);
+    object_property_add_uint64_ptr(obj, "x-reset-at-locked",
                                    &s->reset_at_locked, rw);
 
-    object_property_add_uint64_ptr(obj, "locked-frames", &s->locked_frames,
+    object_property_add_uint64_ptr(obj, "x-locked-frames", &s->locked_frames,
                                    ro);
-    object_property_add_uint64_ptr(obj, "locked-2m", &s->locked_2m, ro);
-    object_property_add_uint64_ptr(obj, "granted-capabilities",
+    object_property_add_uint64_ptr(obj, "x-locked-2m", &s->locked_2m, ro);
+    object_property_add_uint64_ptr(obj, "x-granted-capabilities",
                                    &s->granted_caps, ro);
-    object_property_add_uint64_ptr(obj, "guest-id", &s->guest_id, ro);
-    object_property_add_uint64_ptr(obj, "doorbell-cid", &s->doorbell_cid, ro);
-    object_property_add_uint64_ptr(obj, "doorbell-rid", &s->doorbell_rid, ro);
-    object_property_add_uint64_ptr(obj, "resets-sent", &s->resets_sent, ro);
-    object_property_add_uint64_ptr(obj, "busy-sent", &s->busy_sent, ro);
-    object_property_add_uint64_ptr(obj, "start-zero", &s->start_zero, ro);
-    object_property_add_uint64_ptr(obj, "calls-unknown", &s->calls_unknown,
+    object_property_add_uint64_ptr(obj, "x-guest-id", &s->guest_id, ro);
+    object_property_add_uint64_ptr(obj, "x-doorbell-cid", &s->doorbell_cid, ro);
+    object_property_add_uint64_ptr(obj, "x-doorbell-rid", &s->doorbell_rid, ro);
+    object_property_add_uint64_ptr(obj, "x-resets-sent", &s->resets_sent, ro);
+    object_property_add_uint64_ptr(obj, "x-busy-sent", &s->busy_sent, ro);
+    object_property_add_uint64_ptr(obj, "x-start-zero", &s->start_zero, ro);
+    object_property_add_uint64_ptr(obj, "x-calls-unknown", &s->calls_unknown,
                                    ro);
-    object_property_add_uint64_ptr(obj, "bad-magic", &s->bad_magic, ro);
-    object_property_add_uint64_ptr(obj, "refused-frames", &s->refused_frames,
+    object_property_add_uint64_ptr(obj, "x-bad-magic", &s->bad_magic, ro);
+    object_property_add_uint64_ptr(obj, "x-refused-frames", &s->refused_frames,
                                    ro);
-    object_property_add_uint64_ptr(obj, "discarded-frames",
+    object_property_add_uint64_ptr(obj, "x-discarded-frames",
                                    &s->discarded_frames, ro);
-    object_property_add(obj, "ram-frames", "uint64", vmb_get_ram_frames,
+    object_property_add(obj, "x-ram-frames", "uint64", vmb_get_ram_frames,
                         NULL, NULL, NULL);
 
     for (i = 0; i < VMB_CMD_NUM; i++) {
@@ -1108,8 +1194,8 @@ static void vmb_instance_init(Object *obj)
         if (!vmb_cmd_name[i]) {
             continue;
         }
-        calls = g_strdup_printf("calls-%s", vmb_cmd_name[i]);
-        failures = g_strdup_printf("failures-%s", vmb_cmd_name[i]);
+        calls = g_strdup_printf("x-calls-%s", vmb_cmd_name[i]);
+        failures = g_strdup_printf("x-failures-%s", vmb_cmd_name[i]);
         object_property_add_uint64_ptr(obj, calls, &s->calls[i], ro);
         object_property_add_uint64_ptr(obj, failures, &s->failures[i], ro);
     }
@@ -1122,6 +1208,7 @@ static void vmb_instance_finalize(Object *obj)
     vmb_frames_destroy(&s->locked);
     vmb_frames_destroy(&s->heads);
     g_hash_table_destroy(s->no_discard);
+    vmb_stream_free(s);
 }
 
 static void vmb_realize(DeviceState *dev, Error **errp)
@@ -1167,11 +1254,15 @@ static void vmb_unrealize(DeviceState *dev)
 static void vmb_reset_enter(Object *obj, ResetType type)
 {
     VMBalloonState *s = VMWARE_BALLOON(obj);
+    uint64_t locked_before = s->locked_frames;
 
+    trace_vmware_balloon_reset(type, type == RESET_TYPE_WAKEUP ? 0 :
+                               s->locked_frames);
     if (type == RESET_TYPE_WAKEUP) {
         return;
     }
     vmb_forget_locks(s);
+    vmb_locked_changed(s, locked_before);
     vmb_set_granted(s, 0);
     s->reset_pending = false;
     s->last_limit = 0;
@@ -1179,75 +1270,270 @@ static void vmb_reset_enter(Object *obj, ResetType type)
 }
 
 /*
- * Migration.  A frame set travels as the chunks that have a frame in them,
- * each as its number (be64) and its bitmap (little-endian, 4 KiB), then
- * VMB_FRAMES_END.  Chunk numbers are frame >> 15 < 2^49, so the marker
- * cannot be one.
+ * Migration.  The locks travel in three standard arrays, built before
+ * saving and read back into the frame sets after loading:
+ *   mig_heads    the first frame of every locked 2 MiB entry, ascending
+ *   mig_blocks   the numbers (frame >> 12) of the 16 MiB blocks that hold
+ *                4 KiB locks outside 2 MiB entries, ascending
+ *   mig_bitmaps  one little-endian bitmap of 4096 bits per such block
+ * plus locked_frames, the count they must add up to.  A guest that
+ * ballooned with 2 MiB pages sends 8 bytes per 2 MiB; 4 KiB locks cost at
+ * most a bit per frame of the blocks they are in.  Nothing of the stream
+ * is trusted: see vmb_load_locks().
  */
-#define VMB_FRAMES_END      UINT64_MAX
-#define VMB_CHUNK_BYTES     (VMB_CHUNK_FRAMES / 8)
+#define VMB_BLOCK_SHIFT     12
+#define VMB_BLOCK_FRAMES    (1UL << VMB_BLOCK_SHIFT)
+#define VMB_BLOCK_BYTES     (VMB_BLOCK_FRAMES / 8)
+/* a block's first frame must have an address below 2^64 */
+#define VMB_BLOCK_LAST      ((UINT64_MAX >> VMB_FRAME_SHIFT) >> VMB_BLOCK_SHIFT)
 
-static int vmb_frames_put(QEMUFile *f, void *pv, size_t size,
-                          const VMStateField *field, JSONWriter *vmdesc)
+static gint vmb_cmp_u64(gconstpointer a, gconstpointer b)
 {
-    VMBFrameSet *set = pv;
-    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
-    GHashTableIter iter;
-    gpointer key, bits;
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
 
-    g_hash_table_iter_init(&iter, set->chunks);
-    while (g_hash_table_iter_next(&iter, &key, &bits)) {
-        if (find_first_bit(bits, VMB_CHUNK_FRAMES) == VMB_CHUNK_FRAMES) {
-            continue;
-        }
-        bitmap_to_le(le, bits, VMB_CHUNK_FRAMES);
-        qemu_put_be64(f, *(uint64_t *)key);
-        qemu_put_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES);
+    return x < y ? -1 : x > y;
+}
+
+static int vmb_pre_save(void *opaque)
+{
+    VMBalloonState *s = opaque;
+    g_autofree unsigned long *bits = bitmap_new(VMB_CHUNK_FRAMES);
+    g_autofree unsigned long *le = bitmap_new(VMB_BLOCK_FRAMES);
+    GArray *keys = g_array_new(false, false, sizeof(uint64_t));
+    GArray *heads = g_array_new(false, false, sizeof(uint64_t));
+    GArray *blocks = g_array_new(false, false, sizeof(uint64_t));
+    GByteArray *maps = g_byte_array_new();
+    GHashTableIter iter;
+    gpointer key;
+    guint k;
+
+    vmb_stream_free(s);
+    g_hash_table_iter_init(&iter, s->locked.chunks);
+    while (g_hash_table_iter_next(&iter, &key, NULL)) {
+        g_array_append_val(keys, *(uint64_t *)key);
     }
-    qemu_put_be64(f, VMB_FRAMES_END);
+    g_array_sort(keys, vmb_cmp_u64);
+
+    for (k = 0; k < keys->len; k++) {
+        uint64_t base = g_array_index(keys, uint64_t, k) << VMB_CHUNK_SHIFT;
+        unsigned long *head_bits = vmb_frames_chunk(&s->heads, base, false);
+        unsigned long i, b;
+
+        bitmap_copy(bits, vmb_frames_chunk(&s->locked, base, false),
+                    VMB_CHUNK_FRAMES);
+        /* 2 MiB entries travel as their heads only */
+        if (head_bits) {
+            for (i = find_first_bit(head_bits, VMB_CHUNK_FRAMES);
+                 i < VMB_CHUNK_FRAMES;
+                 i = find_next_bit(head_bits, VMB_CHUNK_FRAMES, i + 1)) {
+                uint64_t head = base + i;
+
+                g_array_append_val(heads, head);
+                bitmap_clear(bits, i, VMB_2M_FRAMES);
+            }
+        }
+        for (b = 0; b < VMB_CHUNK_FRAMES / VMB_BLOCK_FRAMES; b++) {
+            unsigned long *block = bits + b * (VMB_BLOCK_FRAMES /
+                                               BITS_PER_LONG);
+            uint64_t number = (base >> VMB_BLOCK_SHIFT) + b;
+
+            if (find_first_bit(block, VMB_BLOCK_FRAMES) >= VMB_BLOCK_FRAMES) {
+                continue;
+            }
+            g_array_append_val(blocks, number);
+            bitmap_to_le(le, block, VMB_BLOCK_FRAMES);
+            g_byte_array_append(maps, (const guint8 *)le, VMB_BLOCK_BYTES);
+        }
+    }
+    g_array_free(keys, true);
+
+    s->mig_nheads = heads->len;
+    s->mig_heads = (uint64_t *)g_array_free(heads, false);
+    s->mig_nblocks = blocks->len;
+    s->mig_blocks = (uint64_t *)g_array_free(blocks, false);
+    s->mig_bitmap_bytes = maps->len;
+    s->mig_bitmaps = g_byte_array_free(maps, false);
+    trace_vmware_balloon_save(s->locked_frames, s->mig_nheads,
+                              s->mig_nblocks);
     return 0;
 }
 
-static int vmb_frames_get(QEMUFile *f, void *pv, size_t size,
-                          const VMStateField *field)
+static int vmb_post_save(void *opaque)
 {
-    VMBFrameSet *set = pv;
-    g_autofree unsigned long *le = bitmap_new(VMB_CHUNK_FRAMES);
-    uint64_t key;
-
-    vmb_frames_clear_all(set);
-    for (;;) {
-        key = qemu_get_be64(f);
-        if (key == VMB_FRAMES_END) {
-            return qemu_file_get_error(f);
-        }
-        if (key > (UINT64_MAX >> VMB_CHUNK_SHIFT) ||
-            vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, false)) {
-            error_report("vmware-balloon: bad chunk %#" PRIx64
-                         " in the migration stream", key);
-            return -EINVAL;
-        }
-        if (qemu_get_buffer(f, (uint8_t *)le, VMB_CHUNK_BYTES) !=
-            VMB_CHUNK_BYTES) {
-            return -EIO;
-        }
-        bitmap_from_le(vmb_frames_chunk(set, key << VMB_CHUNK_SHIFT, true),
-                       le, VMB_CHUNK_FRAMES);
-    }
+    vmb_stream_free(opaque);
+    return 0;
 }
 
-static const VMStateInfo vmb_frames_info = {
-    .name = "vmware-balloon-frames",
-    .get = vmb_frames_get,
-    .put = vmb_frames_put,
-};
+static int vmb_pre_load(void *opaque)
+{
+    /* the arrays are allocated by the load itself */
+    vmb_stream_free(opaque);
+    return 0;
+}
 
-#define VMSTATE_VMB_FRAMES(_field) {                                    \
-    .name = (stringify(_field)),                                        \
-    .size = sizeof(VMBFrameSet),                                        \
-    .info = &vmb_frames_info,                                           \
-    .flags = VMS_SINGLE,                                                \
-    .offset = vmstate_offset_value(VMBalloonState, _field, VMBFrameSet), \
+static int vmb_count_dimm(Object *obj, void *opaque)
+{
+    unsigned int *count = opaque;
+
+    if (!strcmp(object_get_typename(obj), TYPE_PC_DIMM)) {
+        (*count)++;
+    }
+    return 0;
+}
+
+/*
+ * Checked before the arrays are read, so that a bad stream cannot make
+ * the load allocate more than the guest's RAM can justify: at most every
+ * frame locked, and at most the blocks that RAM can touch (each RAM
+ * region, two for the boot RAM split at 4 GiB, may start and end in a
+ * block of its own).
+ */
+static bool vmb_stream_sizes_ok(void *opaque, int version_id)
+{
+    VMBalloonState *s = opaque;
+    uint64_t ram_frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
+    uint64_t in_2m = (uint64_t)s->mig_nheads * VMB_2M_FRAMES;
+    unsigned int regions = 2;
+    uint64_t max_blocks;
+
+    object_child_foreach_recursive(qdev_get_machine(), vmb_count_dimm,
+                                   &regions);
+    max_blocks = DIV_ROUND_UP(ram_frames, VMB_BLOCK_FRAMES) + 2 * regions;
+    if (s->locked_frames > ram_frames || in_2m > s->locked_frames ||
+        s->mig_nblocks > s->locked_frames - in_2m ||
+        s->mig_nblocks > max_blocks ||
+        s->mig_bitmap_bytes != (uint64_t)s->mig_nblocks * VMB_BLOCK_BYTES) {
+        error_report("vmware-balloon: the migration stream's sizes do not "
+                     "fit this guest: %" PRIu64 " frames locked of %" PRIu64
+                     ", %" PRIu32 " 2 MiB entries, %" PRIu32 " blocks in %"
+                     PRIu32 " bytes", s->locked_frames, ram_frames,
+                     s->mig_nheads, s->mig_nblocks, s->mig_bitmap_bytes);
+        return false;
+    }
+    return true;
+}
+
+/* Is every frame of [frame, frame + n) ordinary guest RAM?  (A run may
+ * span two adjacent RAM regions, so a failure is checked frame by frame.) */
+static bool vmb_ram_run_ok(VMBalloonState *s, uint64_t frame, uint64_t n)
+{
+    MemoryRegionSection sec;
+    uint64_t i;
+
+    if (vmb_find_ram(s, frame, n, &sec)) {
+        memory_region_unref(sec.mr);
+        return true;
+    }
+    for (i = 0; i < n; i++) {
+        if (!vmb_find_ram(s, frame + i, 1, &sec)) {
+            return false;
+        }
+        memory_region_unref(sec.mr);
+    }
+    return true;
+}
+
+/*
+ * Rebuild the frame sets from the stream, checking everything: the grant
+ * is one this protocol knows and allows locks of the kinds present; 2 MiB
+ * heads are aligned, ascending, and whole 2 MiB of ordinary guest RAM;
+ * blocks are ascending, in range, not empty, and every frame they name is
+ * ordinary guest RAM outside the 2 MiB entries; and the frames add up to
+ * the count the stream carries.
+ */
+static bool vmb_load_locks(VMBalloonState *s, Error **errp)
+{
+    uint64_t want = s->locked_frames;
+    g_autofree unsigned long *bits = bitmap_new(VMB_BLOCK_FRAMES);
+    uint32_t i;
+
+    vmb_forget_locks(s);
+    s->dimm_region_seen = NULL;
+    if (s->granted & ~VMB_CAPS_ALL) {
+        error_setg(errp, "unknown capabilities granted: %#" PRIx32,
+                   s->granted);
+        return false;
+    }
+    if (s->reset_pending && (s->granted || want)) {
+        error_setg(errp, "a RESET is pending, yet capabilities are granted "
+                   "or frames locked");
+        return false;
+    }
+    if (want && !(s->granted & (VMB_CAP_BASIC | VMB_CAP_BATCHED))) {
+        error_setg(errp, "frames are locked, but no lock command was "
+                   "granted");
+        return false;
+    }
+    if (s->mig_nheads && !(s->granted & VMB_CAP_BATCHED_2M)) {
+        error_setg(errp, "2 MiB entries are locked, but BATCHED_2M was not "
+                   "granted");
+        return false;
+    }
+
+    for (i = 0; i < s->mig_nheads; i++) {
+        uint64_t head = s->mig_heads[i];
+        MemoryRegionSection sec;
+
+        if (head % VMB_2M_FRAMES || (i && head <= s->mig_heads[i - 1])) {
+            error_setg(errp, "2 MiB entry at frame %#" PRIx64 " is not "
+                       "2 MiB aligned or out of order", head);
+            return false;
+        }
+        if (!vmb_find_ram(s, head, VMB_2M_FRAMES, &sec)) {
+            error_setg(errp, "2 MiB entry at frame %#" PRIx64 " is not "
+                       "ordinary guest RAM", head);
+            return false;
+        }
+        memory_region_unref(sec.mr);
+        vmb_frames_set(&s->locked, head, VMB_2M_FRAMES);
+        vmb_frames_set(&s->heads, head, 1);
+        s->locked_frames += VMB_2M_FRAMES;
+        s->locked_2m++;
+    }
+
+    for (i = 0; i < s->mig_nblocks; i++) {
+        uint64_t block = s->mig_blocks[i];
+        uint64_t base = block << VMB_BLOCK_SHIFT;
+        unsigned long first, end;
+
+        if (block > VMB_BLOCK_LAST || (i && block <= s->mig_blocks[i - 1])) {
+            error_setg(errp, "4 KiB block %#" PRIx64 " is out of range or "
+                       "out of order", block);
+            return false;
+        }
+        bitmap_from_le(bits, (unsigned long *)(s->mig_bitmaps +
+                                               i * VMB_BLOCK_BYTES),
+                       VMB_BLOCK_FRAMES);
+        first = find_first_bit(bits, VMB_BLOCK_FRAMES);
+        if (first >= VMB_BLOCK_FRAMES) {
+            error_setg(errp, "4 KiB block %#" PRIx64 " is empty", block);
+            return false;
+        }
+        for (; first < VMB_BLOCK_FRAMES;
+             first = find_next_bit(bits, VMB_BLOCK_FRAMES, end)) {
+            end = find_next_zero_bit(bits, VMB_BLOCK_FRAMES, first);
+            if (vmb_frames_count(&s->locked, base + first, end - first)) {
+                error_setg(errp, "4 KiB frames at %#" PRIx64 " lie in a "
+                           "locked 2 MiB entry", base + first);
+                return false;
+            }
+            if (!vmb_ram_run_ok(s, base + first, end - first)) {
+                error_setg(errp, "4 KiB frames at %#" PRIx64 " are not all "
+                           "ordinary guest RAM", base + first);
+                return false;
+            }
+            vmb_frames_set(&s->locked, base + first, end - first);
+            s->locked_frames += end - first;
+        }
+    }
+
+    if (s->locked_frames != want) {
+        error_setg(errp, "the stream counts %" PRIu64 " locked frames, its "
+                   "sets hold %" PRIu64, want, s->locked_frames);
+        return false;
+    }
+    return true;
 }
 
 /*
@@ -1290,35 +1576,20 @@ static int vmb_post_load(void *opaque, int version_id)
     VMBalloonState *s = opaque;
     uint32_t grantable = s->legacy ? VMB_CAP_BASIC
                                    : s->capabilities & VMB_CAPS_ALL;
-    GHashTableIter iter;
-    gpointer key, value;
+    Error *err = NULL;
+    bool ok = vmb_load_locks(s, &err);
 
-    /* The counts follow from the sets; every 2 MiB entry must be locked
-     * whole. */
-    s->locked_frames = 0;
-    s->locked_2m = 0;
-    g_hash_table_iter_init(&iter, s->locked.chunks);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        s->locked_frames += bitmap_count_one(value, VMB_CHUNK_FRAMES);
+    vmb_stream_free(s);
+    if (!ok) {
+        /* what is left is a host with nothing locked, waiting for START */
+        vmb_forget_locks(s);
+        vmb_set_granted(s, 0);
+        s->reset_pending = true;
+        error_reportf_err(err, "vmware-balloon: bad migration stream: ");
+        return -EINVAL;
     }
-    g_hash_table_iter_init(&iter, s->heads.chunks);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
-        unsigned long i;
-
-        for (i = find_first_bit(value, VMB_CHUNK_FRAMES);
-             i < VMB_CHUNK_FRAMES;
-             i = find_next_bit(value, VMB_CHUNK_FRAMES, i + 1)) {
-            if (i % VMB_2M_FRAMES ||
-                vmb_frames_count(&s->locked, base + i, VMB_2M_FRAMES) !=
-                VMB_2M_FRAMES) {
-                error_report("vmware-balloon: the migration stream has a "
-                             "bad 2 MiB entry at frame %#" PRIx64, base + i);
-                return -EINVAL;
-            }
-            s->locked_2m++;
-        }
-    }
+    trace_vmware_balloon_load(s->locked_frames, s->locked_2m,
+                              s->granted);
     vmb_set_granted(s, s->granted);
 
     /*
@@ -1345,8 +1616,11 @@ static int vmb_post_load(void *opaque, int version_id)
  */
 static const VMStateDescription vmb_vmstate = {
     .name = TYPE_VMWARE_BALLOON,
-    .version_id = 2,
-    .minimum_version_id = 1,
+    .version_id = 3,
+    .minimum_version_id = 3,
+    .pre_save = vmb_pre_save,
+    .post_save = vmb_post_save,
+    .pre_load = vmb_pre_load,
     .post_load = vmb_post_load,
     .fields = (const VMStateField[]) {
         VMSTATE_UINT32(granted, VMBalloonState),
@@ -1356,8 +1630,17 @@ static const VMStateDescription vmb_vmstate = {
         VMSTATE_UINT64(guest_id, VMBalloonState),
         VMSTATE_UINT64(doorbell_cid, VMBalloonState),
         VMSTATE_UINT64(doorbell_rid, VMBalloonState),
-        VMSTATE_VMB_FRAMES(locked),
-        VMSTATE_VMB_FRAMES(heads),
+        VMSTATE_UINT64(locked_frames, VMBalloonState),
+        VMSTATE_UINT32(mig_nheads, VMBalloonState),
+        VMSTATE_UINT32(mig_nblocks, VMBalloonState),
+        VMSTATE_UINT32(mig_bitmap_bytes, VMBalloonState),
+        VMSTATE_VALIDATE("sizes fit the guest", vmb_stream_sizes_ok),
+        VMSTATE_VARRAY_UINT32_ALLOC(mig_heads, VMBalloonState, mig_nheads,
+                                    0, vmstate_info_uint64, uint64_t),
+        VMSTATE_VARRAY_UINT32_ALLOC(mig_blocks, VMBalloonState, mig_nblocks,
+                                    0, vmstate_info_uint64, uint64_t),
+        VMSTATE_VBUFFER_ALLOC_UINT32(mig_bitmaps, VMBalloonState, 0, NULL,
+                                     mig_bitmap_bytes),
         VMSTATE_END_OF_LIST()
     },
 };
@@ -1365,7 +1648,7 @@ static const VMStateDescription vmb_vmstate = {
 static const Property vmb_properties[] = {
     DEFINE_PROP_UINT32("capabilities", VMBalloonState, capabilities,
                        VMB_CAP_DEFAULT),
-    DEFINE_PROP_BOOL("legacy", VMBalloonState, legacy, false),
+    DEFINE_PROP_BOOL("x-legacy", VMBalloonState, legacy, false),
 };
 
 static void vmb_class_init(ObjectClass *klass, void *data)

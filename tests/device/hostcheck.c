@@ -6,9 +6,9 @@
  *   gcc -O2 -Wall -static -I../../src -o hostcheck hostcheck.c   (src/wire.h)
  *   hostcheck [--caps HEX] [--legacy] [--target FRAMES]
  *       check the device.  --caps: the device's "capabilities" property
- *       (default 0x2e); --legacy: the device runs with legacy=on;
+ *       (default 0x2e); --legacy: the device runs with x-legacy=on;
  *       --target: the target the host has set, in 4 KiB frames (checked
- *       exactly; a target >= 2^32, set with qom-set target-frames, also
+ *       exactly; a target >= 2^32, set with qom-set x-target-frames, also
  *       enables the 64-bit target checks).
  *   hostcheck --call CMD ARG1 ARG2
  *       one raw call; prints "status=0x.. rbx=0x.. rcx=0x..".
@@ -17,7 +17,7 @@
  *       Only this process's own pages (the batch page among them, also as
  *       an entry of itself) and addresses outside RAM are ever named, so
  *       the guest survives too.  Follows the host's answers in a model of
- *       what it holds and prints the model's locked-frames and locked-2m:
+ *       what it holds and prints the model's x-locked-frames and x-locked-2m:
  *       with --no-bye (no START(0) at the end) the host's counters must
  *       equal them.  Fails if the host took a frame that is not ours.
  *   hostcheck --hold MIB [--seconds S] [--lock-on-signal]
@@ -33,7 +33,7 @@
  *       START, then lock N of this process's own pages one single LOCK at
  *       a time.  At the first status that is not SUCCESS, print
  *       "hostcheck: lock K of N: status S" and stop there (no unlock, no
- *       goodbye: for the host's reset-at-locked, whose RESET means it
+ *       goodbye: for the host's x-reset-at-locked, whose RESET means it
  *       forgot the locks).  If all succeed, print "hostcheck: locked N of
  *       N singly", unlock them and say goodbye with START(0).
  *   hostcheck --refused PFN N
@@ -387,7 +387,7 @@ static void check_target(void)
 			skip("64_BIT_TARGET not granted", "64-bit limit");
 		}
 	} else {
-		skip("target below 2^32 (qom-set target-frames to test)",
+		skip("target below 2^32 (qom-set x-target-frames to test)",
 		     "no 64-bit cap: 32-bit clamp");
 		skip("target below 2^32", "64-bit target");
 		skip("target below 2^32", "64-bit limit");
@@ -927,7 +927,7 @@ static uint64_t fuzz_pfn(const uint64_t *own, size_t n_own, uint64_t huge)
  * this process's own (the pages, the batch page, the 2 MiB page), kept
  * sorted for lookup.  Every call's status, and every batch entry's, says
  * what the host did; the model follows them, so at the end the host's
- * locked-frames must equal the model's count.
+ * x-locked-frames must equal the model's count.
  */
 struct fuzz_model {
 	uint64_t pfn[64 + 512];        /* sorted */
@@ -1084,7 +1084,7 @@ static int fuzz(long n, uint64_t seed, bool bye)
 	       "ppn-unlocked %lu, pinned %lu, reset %lu, other %lu, "
 	       "with-caps %lu\n", n, hist[0], hist[1], hist[2], hist[3],
 	       hist[4], hist[5], hist[7], hist[6] + hist[8], hist[9]);
-	printf("hostcheck: model: locked-frames %lu, locked-2m %d, foreign %lu\n",
+	printf("hostcheck: model: x-locked-frames %lu, x-locked-2m %d, foreign %lu\n",
 	       model_locked_frames(&m), m.huge_locked, m.foreign);
 	if (bye)
 		cmd(VMB_CMD_START, 0, 0, NULL, NULL);

@@ -3,16 +3,21 @@
 # a guest booted with qemu-cloud/vm, and print TAP.
 #
 #   tests/device/run.sh          two guests.  One: hostcheck, targets (QMP
-#                                and 64-bit), fault injection (reset-at-
+#                                and 64-bit), fault injection (x-reset-at-
 #                                locked among them), host memory
-#                                released, suspend to RAM and wake-up,
-#                                reboot, migration to a file and
-#                                back with frames locked, random garbage and
-#                                the log rate limit, a hot-plugged DIMM.  Two:
+#                                released and BALLOON_CHANGE events,
+#                                suspend to RAM and wake-up, reboot,
+#                                migration to a file and back with frames
+#                                locked (the state read by QEMU's
+#                                analyze-migration.py, spoiled copies
+#                                refused), a background snapshot while
+#                                frames are locked and unlocked, random
+#                                garbage and the log rate limit, a
+#                                hot-plugged DIMM.  Two:
 #                                RAM that is a private file mapping, and
 #                                ivshmem, NVDIMM, virtio-pmem and virtio-mem
 #                                memory the device must never take
-#   tests/device/run.sh --all    also guests with legacy=on and other
+#   tests/device/run.sh --all    also guests with x-legacy=on and other
 #                                capabilities (three more boots)
 #   tests/device/run.sh --fuzz MINUTES
 #                                only a long fuzz: a QEMU built with
@@ -102,8 +107,8 @@ file_state() {
 # 50000, each under other host faults, until MINUTES have passed.
 fuzz_rounds() {
 	local until round=0 calls=0 out rc model
-	local faults=("" "reset-every=13 refuse-every=7" "busy-every=5 refuse-every=3 refuse-status=6"
-		"fail-start=3 offered-capabilities=14" "refuse-every=2 refuse-status=2 offered-capabilities=42")
+	local faults=("" "x-reset-every=13 x-refuse-every=7" "x-busy-every=5 x-refuse-every=3 x-refuse-status=6"
+		"x-fail-start=3 x-offered-capabilities=14" "x-refuse-every=2 x-refuse-status=2 x-offered-capabilities=42")
 	local f kv clean=1
 	export ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1
 	VMB_QEMU=$(VMB_QEMU_SANITIZE=1 "$root/qemu-cloud/qemu/build.sh" | tail -n 1) ||
@@ -115,18 +120,18 @@ fuzz_rounds() {
 	while ((SECONDS < until)); do
 		round=$((round + 1))
 		f=${faults[round % ${#faults[@]}]}
-		for kv in reset-every=0 refuse-every=0 busy-every=0 fail-start=0 refuse-status=5 \
-			offered-capabilities=46 $f; do
+		for kv in x-reset-every=0 x-refuse-every=0 x-busy-every=0 x-fail-start=0 x-refuse-status=5 \
+			x-offered-capabilities=46 $f; do
 			host_set "${kv%%=*}" "${kv#*=}"
 		done
 		out=$(guest "/root/hostcheck --fuzz 50000 --seed $round --no-bye")
 		rc=$?
 		calls=$((calls + 50000))
 		model=$(sed -n 's/^hostcheck: model: //p' <<<"$out" | tail -n 1)
-		if ((rc != 0)) || [[ "locked-frames $(host_get locked-frames), locked-2m $(host_get locked-2m)" != "${model%, foreign *}" ]]; then
+		if ((rc != 0)) || [[ "x-locked-frames $(host_get x-locked-frames), x-locked-2m $(host_get x-locked-2m)" != "${model%, foreign *}" ]]; then
 			clean=0
 			note "round $round (${f:-no faults}): rc $rc, host" \
-				"locked-frames $(host_get locked-frames) locked-2m $(host_get locked-2m), model $model"
+				"x-locked-frames $(host_get x-locked-frames) x-locked-2m $(host_get x-locked-2m), model $model"
 			sed 's/^/#   /' <<<"$out"
 		fi
 		guest '/root/hostcheck --call 0 0 0' >/dev/null
@@ -137,13 +142,13 @@ fuzz_rounds() {
 	check "fuzz: QEMU is still running after $calls calls" eval 'qmp query-status | grep -q running'
 	check "fuzz: after every round the host held what its answers said, and took nothing else" \
 		test "$clean" = 1
-	check_eq "fuzz: nothing is locked after the goodbye" "$(host_get locked-frames) $(host_get locked-2m)" "0 0"
+	check_eq "fuzz: nothing is locked after the goodbye" "$(host_get x-locked-frames) $(host_get x-locked-2m)" "0 0"
 	check "fuzz: no AddressSanitizer or UBSan report in QEMU's log" \
 		eval '! grep -E "AddressSanitizer|LeakSanitizer|runtime error:" "$run_dir/$name/qemu.log"'
-	for kv in reset-every=0 refuse-every=0 busy-every=0 fail-start=0 refuse-status=5 offered-capabilities=46; do
+	for kv in x-reset-every=0 x-refuse-every=0 x-busy-every=0 x-fail-start=0 x-refuse-status=5 x-offered-capabilities=46; do
 		host_set "${kv%%=*}" "${kv#*=}"
 	done
-	host_set target-frames 1000
+	host_set x-target-frames 1000
 	hostcheck_tap "hostcheck passes after the fuzz" "$below_2_32" --target 1000
 }
 
@@ -154,112 +159,124 @@ if ((fuzz_minutes)); then
 fi
 
 # ------------------------------------------------------------------------
-note "refuse-status on the command line"
+note "x-refuse-status on the command line"
 qemu=${VMB_QEMU:-$("$root/qemu-cloud/qemu/build.sh" | tail -n 1)}
 for bad in 0 9; do
 	out=$(timeout 60 "$qemu" -L /usr/share/qemu -L /usr/share/seabios \
 		-L /usr/lib/ipxe/qemu -machine pc -accel tcg -nodefaults -display none \
-		-S -monitor none -device "vmware-balloon,refuse-status=$bad" </dev/null 2>&1)
+		-S -monitor none -device "vmware-balloon,x-refuse-status=$bad" </dev/null 2>&1)
 	rc=$?
-	check "-device vmware-balloon,refuse-status=$bad: QEMU refuses to start" \
-		eval '((rc != 0 && rc != 124)) && grep -q "refuse-status $bad is not" <<<"$out"'
+	check "-device vmware-balloon,x-refuse-status=$bad: QEMU refuses to start" \
+		eval '((rc != 0 && rc != 124)) && grep -q "x-refuse-status $bad is not" <<<"$out"'
 done
 
 note "guest $name: default device, a DIMM slot free, guest errors logged"
-# a PCI display, so that hostcheck checks its video memory is refused
+# a PCI display, so that hostcheck checks its video memory is refused; a
+# QMP monitor for a client that listens for events
 boot "" --mem 2G,slots=2,maxmem=4G --s3 --qemu-arg=-d --qemu-arg=guest_errors \
-	--qemu-arg=-device --qemu-arg=VGA
+	--qemu-arg=-device --qemu-arg=VGA --qemu-arg=-qmp "$(events_monitor_arg)"
 log_since=$SECONDS log_lines=0
 
-ram=$(host_get ram-frames)
+ram=$(host_get x-ram-frames)
 qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
-check_eq "QMP balloon: target-frames = (RAM - value) / 4096" "$(host_get target-frames)" 1000
+check_eq "QMP balloon: x-target-frames = (RAM - value) / 4096" "$(host_get x-target-frames)" 1000
 check_eq "query-balloon: actual = RAM with nothing locked" \
 	"$(qmp query-balloon | sed -n 's/.*"actual": *\([0-9]*\).*/\1/p')" $((ram * 4096))
 hostcheck_tap "hostcheck, default capabilities, target 1000" "$below_2_32" --target 1000
-check_eq "hostcheck leaves nothing locked" "$(host_get locked-frames)" 0
-check_eq "GUEST_ID recorded" "$(host_get guest-id)" 1
+check_eq "hostcheck leaves nothing locked" "$(host_get x-locked-frames)" 0
+check_eq "GUEST_ID recorded" "$(host_get x-guest-id)" 1
 
-host_set target-frames $(((1 << 32) + 16))
+host_set x-target-frames $(((1 << 32) + 16))
 hostcheck_tap "hostcheck, 64-bit target" "" --target $(((1 << 32) + 16))
 qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
 
 note "fault injection"
 raw 0 0x3e 0 >/dev/null
-resets=$(host_get resets-sent)
-host_set reset-next true
-check_eq "reset-next: the next command gets RESET" "$(raw 1 0 0)" 0x7
+resets=$(host_get x-resets-sent)
+host_set x-reset-next true
+check_eq "x-reset-next: the next command gets RESET" "$(raw 1 0 0)" 0x7
 check_eq "reset pending: GET_TARGET gets RESET" "$(raw 1 0 0)" 0x7
 check_eq "reset pending: START succeeds" "$(raw 0 0x3e 0)" 0x3000000
 check_eq "then GET_TARGET succeeds" "$(raw 1 0 0)" 0
-check_eq "resets-sent counted 2" "$(host_get resets-sent)" $((resets + 2))
-host_set busy-next true
-check_eq "busy-next: BUSY" "$(raw 1 0 0)" 0x8
+check_eq "x-resets-sent counted 2" "$(host_get x-resets-sent)" $((resets + 2))
+host_set x-busy-next true
+check_eq "x-busy-next: BUSY" "$(raw 1 0 0)" 0x8
 check_eq "then not busy" "$(raw 1 0 0)" 0
-host_set fail-start 1
-check_eq "fail-start 1: START fails" "$(raw 0 0x3e 0)" 0xffffffff
+host_set x-fail-start 1
+check_eq "x-fail-start 1: START fails" "$(raw 0 0x3e 0)" 0xffffffff
 check_eq "... the next START succeeds" "$(raw 0 0x3e 0)" 0x3000000
-host_set refuse-every 4
-check "refuse-every 4: a quarter of the locks refused" \
+host_set x-refuse-every 4
+check "x-refuse-every 4: a quarter of the locks refused" \
 	eval 'guest /root/hostcheck --hold 1 --seconds 1 | grep -q "locked 192 of 256"'
-host_set refuse-every 0
+host_set x-refuse-every 0
 for bad in 0 9 31 4294967295; do
-	check "qom-set refuse-status $bad fails" eval "! host_set refuse-status $bad 2>/dev/null"
+	check "qom-set x-refuse-status $bad fails" eval "! host_set x-refuse-status $bad 2>/dev/null"
 done
-check_eq "... and refuse-status keeps its value" "$(host_get refuse-status)" 5
-host_set refuse-status 6
-check_eq "qom-set refuse-status 6 works" "$(host_get refuse-status)" 6
+check_eq "... and x-refuse-status keeps its value" "$(host_get x-refuse-status)" 5
+host_set x-refuse-status 6
+check_eq "qom-set x-refuse-status 6 works" "$(host_get x-refuse-status)" 6
 # With every lock refused, nothing is locked: PFN 0x100 (guest RAM) is safe.
-host_set refuse-every 1
+host_set x-refuse-every 1
 raw 0 0x3e 0 >/dev/null
-check_eq "a refused LOCK returns refuse-status 6" "$(raw 2 0x100 0)" 0x6
-host_set refuse-every 0
-host_set refuse-status 5
+check_eq "a refused LOCK returns x-refuse-status 6" "$(raw 2 0x100 0)" 0x6
+host_set x-refuse-every 0
+host_set x-refuse-status 5
 raw 0 0 0 >/dev/null
 
-# reset-at-locked N: the LOCK that brings the host to N locked frames gets
+# x-reset-at-locked N: the LOCK that brings the host to N locked frames gets
 # RESET, whatever the pace; the host forgets every lock, keeps answering
 # RESET until START, and the property goes back to 0.
-host_set reset-at-locked 1000
-resets=$(host_get resets-sent)
+host_set x-reset-at-locked 1000
+resets=$(host_get x-resets-sent)
 out=$(guest /root/hostcheck --lock-singly 1010)
-check_eq "reset-at-locked 1000: exactly the 1000th single LOCK gets RESET" \
+check_eq "x-reset-at-locked 1000: exactly the 1000th single LOCK gets RESET" \
 	"$(sed -n 's/^hostcheck: lock \([0-9]*\) of [0-9]*: status \(0x[0-9a-f]*\)$/\1 \2/p' <<<"$out")" "1000 0x7"
-check_eq "reset-at-locked: the host forgot every lock" "$(host_get locked-frames)" 0
-check_eq "reset-at-locked: nothing granted" "$(host_get granted-capabilities)" 0
-check_eq "reset-at-locked: back at 0 (one shot)" "$(host_get reset-at-locked)" 0
-check_eq "reset-at-locked: one RESET sent" "$(host_get resets-sent)" $((resets + 1))
-check_eq "reset-at-locked: RESET pending, GET_TARGET gets RESET" "$(raw 1 0 0)" 0x7
-check_eq "reset-at-locked: START succeeds" "$(raw 0 0x3e 0)" 0x3000000
-check "reset-at-locked: then 1010 single LOCKs all succeed" \
+check_eq "x-reset-at-locked: the host forgot every lock" "$(host_get x-locked-frames)" 0
+check_eq "x-reset-at-locked: nothing granted" "$(host_get x-granted-capabilities)" 0
+check_eq "x-reset-at-locked: back at 0 (one shot)" "$(host_get x-reset-at-locked)" 0
+check_eq "x-reset-at-locked: one RESET sent" "$(host_get x-resets-sent)" $((resets + 1))
+check_eq "x-reset-at-locked: RESET pending, GET_TARGET gets RESET" "$(raw 1 0 0)" 0x7
+check_eq "x-reset-at-locked: START succeeds" "$(raw 0 0x3e 0)" 0x3000000
+check "x-reset-at-locked: then 1010 single LOCKs all succeed" \
 	eval 'guest /root/hostcheck --lock-singly 1010 | grep -qx "hostcheck: locked 1010 of 1010 singly"'
-check_eq "reset-at-locked: and nothing stays locked" "$(host_get locked-frames)" 0
+check_eq "x-reset-at-locked: and nothing stays locked" "$(host_get x-locked-frames)" 0
 # batched: the first batch of 256 frames crosses 100
-host_set reset-at-locked 100
-resets=$(host_get resets-sent)
-check "reset-at-locked 100: the batch that crosses it fails (none of 256 locked)" \
+host_set x-reset-at-locked 100
+resets=$(host_get x-resets-sent)
+check "x-reset-at-locked 100: the batch that crosses it fails (none of 256 locked)" \
 	eval 'guest /root/hostcheck --hold 1 --seconds 1 | grep -q "^hostcheck: locked 0 of 256 "'
-check_eq "reset-at-locked 100: RESET to that batch and to the unlock before START" \
-	"$(host_get resets-sent)" $((resets + 2))
-check_eq "reset-at-locked 100: back at 0, nothing locked" \
-	"$(host_get reset-at-locked) $(host_get locked-frames)" "0 0"
+check_eq "x-reset-at-locked 100: RESET to that batch and to the unlock before START" \
+	"$(host_get x-resets-sent)" $((resets + 2))
+check_eq "x-reset-at-locked 100: back at 0, nothing locked" \
+	"$(host_get x-reset-at-locked) $(host_get x-locked-frames)" "0 0"
 
-note "host memory"
-discarded=$(host_get discarded-frames)
+note "host memory, and BALLOON_CHANGE events"
+# A QMP client that listens, as libvirt does: the device tells it when the
+# balloon moved, with "actual" as query-balloon reports it.
+check "a second QMP client listens for events" listen_for_events
+discarded=$(host_get x-discarded-frames)
 guest 'nohup /root/hostcheck --hold 512 --lock-on-signal --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "hold 512 MiB: pages filled" wait_for 300 guest 'grep -q touched /tmp/hold.log'
 rss0=$(qemu_rss_kib)
 guest 'kill -USR2 $(cat /tmp/hold.pid)'
 check "hold 512 MiB: locked" wait_for 300 eval \
-	'[[ $(host_get locked-frames) == 131072 ]]'
+	'[[ $(host_get x-locked-frames) == 131072 ]]'
 rss1=$(qemu_rss_kib)
+check "BALLOON_CHANGE: the listening client is told actual = RAM - 512 MiB" \
+	wait_for 10 eval '[[ $(last_balloon_change) == $(((ram - 131072) * 4096)) ]]'
+check_eq "BALLOON_CHANGE: the same actual as query-balloon" \
+	"$(qmp query-balloon | json_get 'j["actual"]')" $(((ram - 131072) * 4096))
 note "QEMU RSS $rss0 KiB with 512 MiB filled, $rss1 KiB once they are locked"
 check "the host released the locked memory" \
-	eval '(( $(host_get discarded-frames) - discarded >= 131072 ))'
+	eval '(( $(host_get x-discarded-frames) - discarded >= 131072 ))'
 check "QEMU RSS fell by at least 448 MiB" eval '(( rss0 - rss1 >= 448 * 1024 ))'
 guest 'kill -USR1 $(cat /tmp/hold.pid)' # the hold ends when the test says, not after a time
 check "hold ends: nothing locked" wait_for 300 eval \
-	'[[ $(host_get locked-frames) == 0 ]]'
+	'[[ $(host_get x-locked-frames) == 0 ]]'
+check "BALLOON_CHANGE: then actual = RAM" \
+	wait_for 10 eval '[[ $(last_balloon_change) == $((ram * 4096)) ]]'
+note "$(grep -c '"BALLOON_CHANGE"' "$events_log") BALLOON_CHANGE events for the 512 MiB locked and unlocked"
+stop_listening
 
 note "suspend to RAM and wake up, with frames locked"
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
@@ -268,7 +285,7 @@ guest 'systemd-run --quiet --on-active=2 sh -c "echo mem > /sys/power/state"'
 check "S3: QEMU sees the guest suspended" wait_for 60 eval 'qmp query-status | grep -q "\"suspended\""'
 qmp system_wakeup >/dev/null
 check "S3: system_wakeup resumes it" wait_for 60 eval 'qmp query-status | grep -q "\"running\""'
-check_eq "S3: the host still holds the frames after the wake-up" "$(host_get locked-frames)" 16384
+check_eq "S3: the host still holds the frames after the wake-up" "$(host_get x-locked-frames)" 16384
 check_eq "S3: no RESET pending, GET_TARGET succeeds" "$(raw 1 0 0)" 0
 guest 'kill -USR1 $(cat /tmp/hold.pid)'
 check "S3: the frames are unlocked" wait_for 300 host_locked_is 0
@@ -278,26 +295,57 @@ check "S3: every unlock succeeded (the host kept the locks)" \
 note "guest reboot"
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 &'
 check "hold 64 MiB: locked" wait_for 300 eval \
-	'[[ $(host_get locked-frames) == 16384 ]]'
+	'[[ $(host_get x-locked-frames) == 16384 ]]'
 "$vm" reboot "$name" >&2 || bail "reboot the guest"
-check_eq "reboot: the host forgot the locks" "$(host_get locked-frames)" 0
-check_eq "reboot: nothing granted" "$(host_get granted-capabilities)" 0
-check_eq "reboot: the target is kept" "$(host_get target-frames)" 1000
+check_eq "reboot: the host forgot the locks" "$(host_get x-locked-frames)" 0
+check_eq "reboot: nothing granted" "$(host_get x-granted-capabilities)" 0
+check_eq "reboot: the target is kept" "$(host_get x-target-frames)" 1000
 
 note "migration to a file and back, with frames locked"
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "hold 64 MiB: locked" wait_for 300 host_locked_is 16384
-granted=$(host_get granted-capabilities)
+granted=$(host_get x-granted-capabilities)
 state=$run_dir/$name.migration
 check "QMP migrate to a file completed" migrate_to_file "$state"
 "$vm" stop "$name" --kill >&2
+# The device's state: standard VMState fields, which QEMU's own
+# analyze-migration.py reads; its size is the sum of its fields.
+analyze=$(dirname "$qemu")/../scripts/analyze-migration.py
+dev_state=$(python3 "$analyze" -f "$state" 2>/dev/null |
+	json_get 'json.dumps(next(v for k, v in j.items() if k.startswith("vmware-balloon")))' 2>/dev/null)
+check "analyze-migration.py reads the device's state" test -n "$dev_state"
+check_eq "... locked_frames in it" \
+	"$(json_get 'int(j["locked_frames"], 0)' <<<"${dev_state:-null}" 2>/dev/null)" 16384
+dev_bytes=$(python3 "$analyze" -f "$state" -d desc 2>/dev/null | json_get 'sum(
+	f["size"] * f.get("array_len", 1) for d in j["devices"] if d["name"] == "vmware-balloon"
+	for f in d["fields"])' 2>/dev/null)
+note "device state: ${dev_bytes:-?} bytes with 16384 4 KiB frames locked"
+# A stream whose device state is wrong fails to load, with the device's
+# reason, and QEMU does not crash.
+for bad in count range hole sizes; do
+	"$root/tests/device/corrupt-migration" "$state" "$state.$bad" "$bad" ||
+		bail "write a spoiled copy ($bad) of the migration stream"
+	lines=$(wc -l <"$run_dir/$name/qemu.log")
+	if "$vm" start "$name" --incoming "$state.$bad" --timeout 300 >/dev/null 2>&1; then
+		fail "spoiled stream ($bad): the load fails"
+		"$vm" stop "$name" --kill >&2
+	else
+		new_log=$(tail -n +$((lines + 1)) "$run_dir/$name/qemu.log")
+		sed 's/^/#   | /' <<<"$new_log" | grep -i 'vmware-balloon\|migration\|load' | head -n 5
+		check "spoiled stream ($bad): the load fails with the device's reason" \
+			grep -qE "vmware-balloon: (bad migration stream|the migration stream's sizes)" <<<"$new_log"
+		check "spoiled stream ($bad): QEMU exits, no crash" \
+			eval '! grep -qiE "abort|assert|segmentation|sanitizer|core dumped" <<<"$new_log"'
+	fi
+	rm -f "$state.$bad"
+done
 "$vm" start "$name" --incoming "$state" >&2 || bail "restore the guest with -incoming"
 # the new QEMU's log limit starts afresh: count its lines only
 log_since=$SECONDS log_lines=$(wc -l <"$run_dir/$name/qemu.log")
-check_eq "restored: locked-frames" "$(host_get locked-frames)" 16384
-check_eq "restored: granted-capabilities" "$(host_get granted-capabilities)" "$granted"
-check_eq "restored: target-frames" "$(host_get target-frames)" 1000
-check_eq "restored: the new host released the locked memory" "$(host_get discarded-frames)" 16384
+check_eq "restored: x-locked-frames" "$(host_get x-locked-frames)" 16384
+check_eq "restored: x-granted-capabilities" "$(host_get x-granted-capabilities)" "$granted"
+check_eq "restored: x-target-frames" "$(host_get x-target-frames)" 1000
+check_eq "restored: the new host released the locked memory" "$(host_get x-discarded-frames)" 16384
 check "restored: the guest's hostcheck still holds its frames" guest 'kill -0 $(cat /tmp/hold.pid)'
 check_eq "restored: no RESET pending, GET_TARGET succeeds" "$(raw 1 0 0)" 0
 guest 'kill -USR1 $(cat /tmp/hold.pid)'
@@ -307,9 +355,55 @@ check "restored: every unlock succeeded (the host knew the locks)" \
 hostcheck_tap "hostcheck after the restore" "$below_2_32" --target 1000
 rm -f "$state"
 
+# While a background snapshot runs, QEMU write-protects guest RAM to save
+# each page before it changes: memory released under it would be lost or
+# saved wrong, so a LOCK only records the lock.  The guest locks and
+# unlocks 256 MiB while the snapshot (slowed to 16 MiB/s) runs; restored,
+# the 256 MiB pattern it wrote before reads back intact.
+note "background snapshot while frames are locked and unlocked"
+guest 'head -c 256M /dev/urandom >/dev/shm/pattern && sha256sum </dev/shm/pattern >/root/pattern.sha' ||
+	bail "write a 256 MiB pattern in the guest"
+guest 'nohup /root/hostcheck --hold 256 --lock-on-signal --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "hold 256 MiB: pages filled" wait_for 300 guest 'grep -q touched /tmp/hold.log'
+snap=$run_dir/$name.snapshot
+rm -f "$snap"
+qmp migrate-set-capabilities '{"capabilities": [{"capability": "background-snapshot", "state": true}]}' >/dev/null
+qmp migrate-set-parameters '{"max-bandwidth": 16777216}' >/dev/null
+discarded=$(host_get x-discarded-frames)
+qmp migrate "{\"uri\": \"exec:cat > $snap\"}" >/dev/null
+check "snapshot: a background snapshot runs" wait_for 30 migration_status_is active
+guest 'kill -USR2 $(cat /tmp/hold.pid)'
+check "snapshot: the guest locked 256 MiB" wait_for 300 host_locked_is 65536
+check "snapshot: ... while the snapshot ran" migration_status_is active
+check_eq "snapshot: no memory was released for those locks" \
+	"$(host_get x-discarded-frames)" "$discarded"
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "snapshot: and unlocked them" wait_for 300 host_locked_is 0
+check "snapshot: ... while the snapshot ran" migration_status_is active
+check "snapshot: completed" wait_for 900 migration_status_is "completed|failed"
+check "snapshot: completed, not failed" migration_status_is completed
+"$vm" stop "$name" --kill >&2
+"$vm" start "$name" --incoming "$snap" >&2 || bail "restore the guest from the background snapshot"
+log_since=$SECONDS log_lines=$(wc -l <"$run_dir/$name/qemu.log")
+check "snapshot restored: the 256 MiB pattern reads back intact" \
+	guest 'sha256sum </dev/shm/pattern | cmp -s - /root/pattern.sha'
+check_eq "snapshot restored: nothing locked (the snapshot is from before the locks)" \
+	"$(host_get x-locked-frames)" 0
+discarded=$(host_get x-discarded-frames)
+guest 'kill -USR2 $(cat /tmp/hold.pid)'
+check "snapshot restored: the guest locks its 256 MiB again" wait_for 300 host_locked_is 65536
+check "snapshot restored: and now their memory is released" \
+	eval '(( $(host_get x-discarded-frames) - discarded >= 65536 ))'
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "snapshot restored: unlocked" wait_for 300 host_locked_is 0
+check "snapshot restored: every unlock succeeded" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 65536 of 65536"'
+guest 'rm -f /dev/shm/pattern'
+rm -f "$snap"
+
 note "garbage"
-host_set refuse-every 7
-host_set reset-every 13
+host_set x-refuse-every 7
+host_set x-reset-every 13
 out=$(guest '/root/hostcheck --fuzz 20000 --seed 1 && /root/hostcheck --fuzz 20000 --seed 2 --no-bye')
 rc=$?
 sed 's/^/# /' <<<"$out"
@@ -318,12 +412,12 @@ check_eq "the guest survived them, and the host took none of its other frames" "
 ((rc == 0)) || "$vm" console "$name" -n 30 2>/dev/null | sed 's/^/#   | /'
 model=$(sed -n 's/^hostcheck: model: //p' <<<"$out" | tail -n 1)
 check_eq "after the garbage the host holds what its answers said it took" \
-	"locked-frames $(host_get locked-frames), locked-2m $(host_get locked-2m)" "${model%, foreign *}"
-# faults off before the goodbye: a START that reset-every answered with
+	"x-locked-frames $(host_get x-locked-frames), x-locked-2m $(host_get x-locked-2m)" "${model%, foreign *}"
+# faults off before the goodbye: a START that x-reset-every answered with
 # RESET (as it does whenever the command count falls on a multiple of 13)
 # would leave a reset pending for the checks below
-host_set refuse-every 0
-host_set reset-every 0
+host_set x-refuse-every 0
+host_set x-reset-every 0
 guest '/root/hostcheck --call 0 0 0' >/dev/null
 hostcheck_tap "hostcheck passes after the garbage" "$below_2_32" --target 1000
 
@@ -338,22 +432,22 @@ check "the log says that messages were suppressed" \
 	grep -q 'more messages suppressed' "$run_dir/$name/qemu.log"
 
 note "a hot-plugged DIMM"
-ram=$(host_get ram-frames)
-check_eq "ram-frames: 2 GiB of boot RAM" "$ram" 524288
+ram=$(host_get x-ram-frames)
+check_eq "x-ram-frames: 2 GiB of boot RAM" "$ram" 524288
 qmp object-add '{"qom-type": "memory-backend-ram", "id": "dimm0mem", "size": 268435456}' >/dev/null &&
 	qmp device_add '{"driver": "pc-dimm", "id": "dimm0", "memdev": "dimm0mem"}' >/dev/null ||
 	bail "hot-plug a 256 MiB pc-dimm"
-ram=$(host_get ram-frames)
-check_eq "ram-frames counts the DIMM" "$ram" $((524288 + 65536))
+ram=$(host_get x-ram-frames)
+check_eq "x-ram-frames counts the DIMM" "$ram" $((524288 + 65536))
 qmp balloon "{\"value\": $(((ram - 1000) * 4096))}" >/dev/null
-check_eq "QMP balloon: target-frames = (RAM + DIMM - value) / 4096" "$(host_get target-frames)" 1000
+check_eq "QMP balloon: x-target-frames = (RAM + DIMM - value) / 4096" "$(host_get x-target-frames)" 1000
 check_eq "query-balloon: actual = RAM + DIMM with nothing locked" \
 	"$(qmp query-balloon | json_get 'j["actual"]')" $((ram * 4096))
-host_set target-frames $((1 << 40))
+host_set x-target-frames $((1 << 40))
 raw 0 0x3e 0 >/dev/null
 check_eq "GET_TARGET(no limit) clamps to RAM + DIMM" "$(raw_rbx 1 0 0)" "$ram"
 raw 0 0 0 >/dev/null
-host_set target-frames 1000
+host_set x-target-frames 1000
 "$vm" stop "$name" >&2
 
 # ------------------------------------------------------------------------
@@ -388,8 +482,8 @@ for a in \
 	mem_args+=("--qemu-arg=$a")
 done
 boot "" "${mem_args[@]}"
-check_eq "ram-frames: 1 GiB (NVDIMM, virtio-pmem, virtio-mem do not count)" \
-	"$(host_get ram-frames)" 262144
+check_eq "x-ram-frames: 1 GiB (NVDIMM, virtio-pmem, virtio-mem do not count)" \
+	"$(host_get x-ram-frames)" 262144
 
 # The ivshmem BAR as the guest sees it, and proof that it is the file.
 bar=$(guest 'for d in /sys/bus/pci/devices/*; do
@@ -404,7 +498,7 @@ print(hashlib.sha256(mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ)[:4096]).he
 }
 check_eq "the guest reads the shared file through the BAR" "$(peek_bar)" "$shm_sha"
 
-discarded=$(host_get discarded-frames)
+discarded=$(host_get x-discarded-frames)
 devices=$(qmp query-memory-devices)
 refuse_region() { # WHAT PFN FRAMES
 	hostcheck_tap "$1 (PFN $2, $3 frames): refused" "" --refused "$2" "$3"
@@ -422,16 +516,16 @@ for t in nvdimm:addr:size virtio-pmem:memaddr:size virtio-mem:memaddr:max-size; 
 	refuse_region "$type" $((addr >> 12)) $((size >> 12))
 done
 # each --refused run locked (and so released) one own page of ordinary RAM
-check_eq "nothing else was discarded" "$(host_get discarded-frames)" $((discarded + 4))
-check_eq "nothing is locked" "$(host_get locked-frames)" 0
+check_eq "nothing else was discarded" "$(host_get x-discarded-frames)" $((discarded + 4))
+check_eq "nothing is locked" "$(host_get x-locked-frames)" 0
 check_eq "the guest still reads the same shared memory" "$(peek_bar)" "$shm_sha"
 
 # Ordinary RAM, a private mapping of ram.img: it is released, the file is
 # not touched.
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "private file RAM: 64 MiB locked" wait_for 300 host_locked_is 16384
-check "... and released (discarded-frames)" \
-	eval '(( $(host_get discarded-frames) - discarded >= 16384 ))'
+check "... and released (x-discarded-frames)" \
+	eval '(( $(host_get x-discarded-frames) - discarded >= 16384 ))'
 guest 'kill -USR1 $(cat /tmp/hold.pid)'
 check "... and given back" wait_for 300 host_locked_is 0
 check "hostcheck unlocked all 16384 pages" \
@@ -445,8 +539,8 @@ done
 rm -rf "$mem_dir"
 
 if ((all)); then
-	note "guest $name: legacy=on"
-	boot "legacy=on"
+	note "guest $name: x-legacy=on"
+	boot "x-legacy=on"
 	hostcheck_tap "hostcheck, legacy host" "" --legacy
 	for caps in 0x3e 0x02 0x0e; do
 		note "guest $name: capabilities=$caps"

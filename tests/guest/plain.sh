@@ -31,7 +31,7 @@ check "plain: modprobe vmw_balloon fails" test "$rc" -ne 0
 check "plain: ... with No such device" grep -q "No such device" <<<"$out"
 calls=0
 for cmd in start target lock unlock guest-id batch-lock batch-unlock 2m-lock 2m-unlock doorbell-set; do
-	calls=$((calls + $(host_get "calls-$cmd")))
+	calls=$((calls + $(host_get "x-calls-$cmd")))
 done
 check_eq "plain: the host saw no command at all" "$calls" 0
 check_dmesg_clean "plain guest"

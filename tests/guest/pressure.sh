@@ -25,7 +25,8 @@ free_target_mib=300	# what the balloon leaves free
 workload_mib=800	# what the program touches
 hold_s=10		# how long it keeps it
 
-boot_with_deb VMware-like
+# a QMP monitor for a client that listens for BALLOON_CHANGE, as libvirt does
+boot_with_deb VMware-like --qemu-arg=-qmp "$(events_monitor_arg)"
 
 install_deb
 # The kernel's own driver may have loaded at boot (DMI alias): ours instead.
@@ -71,10 +72,16 @@ note "baseline: available (MemAvailable + per-CPU free) $avail0 KiB, $(pcp_pages
 # Inflate until about 300 MiB is free.
 balloon_mib=$((avail0 / 1024 - free_target_mib))
 want=$((balloon_mib * 256))
-discarded0=$(host_get discarded-frames)
+discarded0=$(host_get x-discarded-frames)
+check "events: a second QMP client listens" listen_for_events
 balloon_keep $((2048 - balloon_mib))
 check "inflate: the host holds $want frames ($balloon_mib MiB) within 120 s" \
 	wait_for 120 host_locked_is "$want"
+ram_bytes=$(($(host_get x-ram-frames) * 4096))
+check "inflate: the client was told BALLOON_CHANGE, actual = RAM - balloon" \
+	wait_for 10 eval '[[ $(last_balloon_change) == $((ram_bytes - want * 4096)) ]]'
+note "$(grep -c '"BALLOON_CHANGE"' "$events_log") BALLOON_CHANGE events while $balloon_mib MiB inflated"
+stop_listening
 # the driver counts a page once the host has answered: it may lag a moment
 check "inflate: the driver's debugfs current agrees" wait_for 30 eval '[[ $(guest_stat current) == "$want" ]]'
 # memory.reclaim on the root cgroup: reclaim that runs with memory to
@@ -118,10 +125,10 @@ else
 fi
 
 # What the host gave back is counted from its side below: frames it
-# released (discarded-frames, one per frame locked) less what it still
+# released (x-discarded-frames, one per frame locked) less what it still
 # holds. That needs a host that releases every frame it locks.
-discarded1=$(host_get discarded-frames)
-check_range "setup: the host released the memory of every frame it locked (discarded-frames)" \
+discarded1=$(host_get x-discarded-frames)
+check_range "setup: the host released the memory of every frame it locked (x-discarded-frames)" \
 	$((discarded1 - discarded0)) "$want" $((1 << 40))
 avail1=$(avail_now)
 # MemAvailable is an estimate: it leaves out the kernel's reserve, which
@@ -138,18 +145,18 @@ reserve_prog='$1 == "Node" {z++} $1 == "high" {h[z] = $2} $1 == "managed" {m[z] 
 reserve=$(guest "awk '$reserve_prog' /proc/zoneinfo")
 check_range "setup: the guest's zones have a reserve (high watermarks and lowmem reserves, frames)" "$reserve" 1 $((1 << 30))
 note "free before the workload: MemAvailable $avail1 KiB, balloon $want frames," \
-	"$(host_get locked-2m) of them in 2 MiB entries; the kernel's reserve $reserve frames"
+	"$(host_get x-locked-2m) of them in 2 MiB entries; the kernel's reserve $reserve frames"
 shrinks0=$(guest_stat shrink)
 shrunk0=$(guest_stat shrinkFree)
 migrated0=$(guest_vmstat balloon_migrate)
-unlocks0=$(($(host_get calls-batch-unlock) + $(host_get calls-2m-unlock)))
+unlocks0=$(($(host_get x-calls-batch-unlock) + $(host_get x-calls-2m-unlock)))
 
 # The workload, with the host's balloon sampled every second meanwhile.
 samples=$(mktemp)
 trap 'rm -f "$samples"' EXIT
 (
 	while :; do
-		echo "$SECONDS $(host_get locked-frames)"
+		echo "$SECONDS $(host_get x-locked-frames)"
 		sleep 1
 	done
 ) >"$samples" 2>/dev/null &
@@ -182,14 +189,14 @@ min=$(awk 'NF == 2 && $2 ~ /^[0-9]+$/ {print $2}' "$samples" | sort -n | head -n
 regrow=$(awk -v end="$ended" 'NF == 2 && $1 <= end { if (prev != "" && $2 > prev) n++; prev = $2 } END {print n + 0}' "$samples")
 shrinks=$(($(guest_stat shrink) - shrinks0))
 shrunk=$(($(guest_stat shrinkFree) - shrunk0))
-unlocks=$(($(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) - unlocks0))
+unlocks=$(($(host_get x-calls-batch-unlock) + $(host_get x-calls-2m-unlock) - unlocks0))
 lacked=$((workload_mib * 256 - avail1 / 4))
 # frames the host saw unlocked for good: released frames less those it
 # still holds (a balloon page that compaction moved is one unlock and one
 # lock, not a frame given back)
-given=$((want + $(host_get discarded-frames) - discarded1 - $(host_get locked-frames) -
+given=$((want + $(host_get x-discarded-frames) - discarded1 - $(host_get x-locked-frames) -
 	(${migrated0:+$(guest_vmstat balloon_migrate) - }${migrated0:-0})))
-note "balloon: before $want, minimum ${min:-?} (sampled every second), after $(host_get locked-frames) frames;" \
+note "balloon: before $want, minimum ${min:-?} (sampled every second), after $(host_get x-locked-frames) frames;" \
 	"back at target ${back:-never} s after the workload ended"
 note "gave back $given frames ($((given / 256)) MiB) as the host counts them;" \
 	"the workload lacked $lacked frames ($((lacked / 256)) MiB) of what was free," \
@@ -211,7 +218,7 @@ check "the host was told with UNLOCKs" test "$unlocks" -gt 0
 
 # The end of every case: host and driver agree, nothing leaked, a clean log.
 check "end: the host's locked frames are the driver's current" \
-	wait_for 30 eval '[[ $(host_get locked-frames) == "$(guest_stat current)" ]]'
+	wait_for 30 eval '[[ $(host_get x-locked-frames) == "$(guest_stat current)" ]]'
 balloon_keep 2048
 check "end: the balloon deflates to 0 within 60 s" wait_for 60 host_locked_is 0
 check "end: the driver's current is 0" wait_for 30 eval '[[ $(guest_stat current) == 0 ]]'
@@ -247,7 +254,7 @@ if [[ ${VMB_PRESSURE_COMPARE:-0} == 1 ]]; then
 	out=$(guest "timeout 600 python3 /root/touch.py $workload_mib $hold_s" 2>&1)
 	rc=$?
 	took=$((SECONDS - start))
-	locked=$(host_get locked-frames)
+	locked=$(host_get x-locked-frames)
 	note "oom only: MemAvailable before $avail1 KiB; workload: $out (exit $rc, $took s)"
 	note "oom only: balloon $want -> $locked frames, $(($(guest_stat shrink) - shrinks0)) OOM notifier calls," \
 		"$(guest dmesg | grep -c 'ran short of memory') logged, $(guest dmesg | grep -c 'Killed process') OOM kills"

@@ -15,7 +15,7 @@
 # still answers. A case whose setup did not happen (the balloon did not
 # fill, the capabilities did not change, a fault was not injected) fails.
 # Faults that must land mid-operation are injected by the host at a
-# defined point (reset-at-locked), never by polling the guest.
+# defined point (x-reset-at-locked), never by polling the guest.
 #
 #   tests/guest/reliability.sh [--long] [SUITE]
 #
@@ -93,12 +93,12 @@ guest_answers() {
 
 # The faults the host injected so far: the device's own counters.
 faults_now() {
-	echo $(($(host_get resets-sent) + $(host_get busy-sent) + $(host_get refused-frames) + $(host_get failures-start)))
+	echo $(($(host_get x-resets-sent) + $(host_get x-busy-sent) + $(host_get x-refused-frames) + $(host_get x-failures-start)))
 }
 
 host_and_driver_agree() {
 	local locked current
-	locked=$(host_get locked-frames)
+	locked=$(host_get x-locked-frames)
 	current=$(guest_stat current)
 	[[ $locked == "$current" ]]
 }
@@ -112,8 +112,8 @@ use_caps() {
 	local resets0
 	want_caps=$(($1))
 	resets0=$(guest_stat reset)
-	host_set offered-capabilities "$want_caps"
-	host_set reset-next true
+	host_set x-offered-capabilities "$want_caps"
+	host_set x-reset-next true
 	check "caps $1: the driver started again with $1" wait_for 60 eval \
 		'(( $(guest_stat reset) > resets0 && $(guest_stat "used capabilities") == want_caps )) &&
 		[[ $(guest_stat "is resetting") == n ]]'
@@ -122,7 +122,7 @@ use_caps() {
 # fill WHAT FRAMES: a case's setup, the balloon at FRAMES: a check, since
 # a case that goes on without it would test nothing
 fill() {
-	host_set target-frames "$2"
+	host_set x-target-frames "$2"
 	check "$1: setup: the balloon holds $2 frames" wait_for 120 host_locked_is "$2"
 }
 
@@ -140,7 +140,7 @@ begin_case() {
 	cases=$((cases + 1))
 	case_start=$SECONDS
 	note "== case $cases: $case_name"
-	host_set target-frames 0
+	host_set x-target-frames 0
 	check "$case_name: setup: the balloon is empty at the start" wait_for 120 host_locked_is 0
 	faults0=$(faults_now)
 	read -r avail_base oom0 dmesg_mark < <(guest_snapshot)
@@ -151,7 +151,7 @@ end_case() {
 	local what="$case_name" avail oom lines bad faults leaked
 	check "$what: the host's locked frames equal the driver's current" \
 		wait_for 60 host_and_driver_agree
-	host_set target-frames 0
+	host_set x-target-frames 0
 	check "$what: deflates to 0, host and driver agreeing" \
 		wait_for 300 eval 'host_locked_is 0 && [[ $(guest_stat current) == 0 ]]'
 	check_nothing_held "$what"
@@ -195,22 +195,22 @@ note "the guest's RAM: $(guest_meminfo MemTotal) KiB; the floor leaves a balloon
 
 # A RESET while 1 GiB inflates, at a defined point: the host itself
 # answers RESET to the LOCK that brings what it holds to 512 MiB
-# (reset-at-locked), and to every command until the next START. Without
+# (x-reset-at-locked), and to every command until the next START. Without
 # 2 MiB pages the driver locks 512 frames a batch, and after a RESET its
 # next command is START (it frees its pages without telling the host), so
 # the host sends exactly one RESET, whatever the driver's speed.
 if in_tier ci; then
 	use_caps 0x26
 	begin_case "RESET during a 1 GiB inflation, at 512 MiB locked"
-	resets0=$(guest_stat reset) starts0=$(stat_calls start) sent0=$(host_get resets-sent)
-	host_set reset-at-locked $((512 * mib))
+	resets0=$(guest_stat reset) starts0=$(stat_calls start) sent0=$(host_get x-resets-sent)
+	host_set x-reset-at-locked $((512 * mib))
 	check_eq "reset mid-inflation: setup: the host will reset at 131072 frames locked" \
-		"$(host_get reset-at-locked)" $((512 * mib))
-	host_set target-frames $((1024 * mib))
-	check "reset mid-inflation: the host fired its reset (reset-at-locked back at 0)" \
-		wait_for 180 eval '[[ $(host_get reset-at-locked) == 0 ]]'
+		"$(host_get x-reset-at-locked)" $((512 * mib))
+	host_set x-target-frames $((1024 * mib))
+	check "reset mid-inflation: the host fired its reset (x-reset-at-locked back at 0)" \
+		wait_for 180 eval '[[ $(host_get x-reset-at-locked) == 0 ]]'
 	check "reset mid-inflation: then the balloon reaches 1 GiB" wait_for 300 host_locked_is $((1024 * mib))
-	check_eq "reset mid-inflation: the host sent exactly one RESET" $(($(host_get resets-sent) - sent0)) 1
+	check_eq "reset mid-inflation: the host sent exactly one RESET" $(($(host_get x-resets-sent) - sent0)) 1
 	check_eq "reset mid-inflation: the driver completed one reset (debugfs reset)" $(($(guest_stat reset) - resets0)) 1
 	check_eq "reset mid-inflation: ... with one START (debugfs start)" $(($(stat_calls start) - starts0)) 1
 	end_case
@@ -220,32 +220,32 @@ fi
 # RESET on every 7th command while the target moves.
 begin_case "RESET on every 7th command for $storm_seconds s, the target moving"
 resets0=$(guest_stat reset)
-sent0=$(host_get resets-sent)
-host_set reset-every 7
+sent0=$(host_get x-resets-sent)
+host_set x-reset-every 7
 # The storm lasts its time, and then as long as it takes (at most 5
 # minutes more) for the host to have sent 3 RESETs and the driver to have
 # completed one, so that the checks below hold for a driver of any speed.
 stop_at=$((SECONDS + storm_seconds)) moves=0
 while ((SECONDS < stop_at)) || { ((SECONDS < stop_at + 300)) &&
-	(($(host_get resets-sent) - sent0 < 3 || $(guest_stat reset) - resets0 < 1)); }; do
-	host_set target-frames $(((moves % 4 + 1) * 64 * mib))
+	(($(host_get x-resets-sent) - sent0 < 3 || $(guest_stat reset) - resets0 < 1)); }; do
+	host_set x-target-frames $(((moves % 4 + 1) * 64 * mib))
 	moves=$((moves + 1))
 	sleep 2
 done
-host_set reset-every 0
+host_set x-reset-every 0
 check "storm: the driver is not resetting once the storm is over" \
 	wait_for 60 eval '[[ $(guest_stat "is resetting") == n ]]'
-sent=$(($(host_get resets-sent) - sent0)) resets=$(($(guest_stat reset) - resets0))
+sent=$(($(host_get x-resets-sent) - sent0)) resets=$(($(guest_stat reset) - resets0))
 note "storm: $moves targets, $sent RESETs sent, the driver completed $resets resets"
 check_range "storm: the host sent RESETs" "$sent" 1 $((1 << 30))
 check_range "storm: the driver started over after them" "$resets" 1 "$sent"
-host_set target-frames "$half_gib"
+host_set x-target-frames "$half_gib"
 check "storm: then the balloon reaches 512 MiB" wait_for 120 host_locked_is "$half_gib"
 end_case
 
 # 4. a new target every cycle (the driver polls once a second)
 begin_case "a different target every second for $chaos_seconds s"
-ram_frames=$(host_get ram-frames)
+ram_frames=$(host_get x-ram-frames)
 stop_at=$((SECONDS + chaos_seconds)) max=0 n=0
 while ((SECONDS < stop_at)); do
 	case $((n % 5)) in
@@ -255,15 +255,15 @@ while ((SECONDS < stop_at)); do
 	3) target=0 ;;
 	4) target=$(((RANDOM % 2048) * mib)) ;;
 	esac
-	host_set target-frames "$target"
+	host_set x-target-frames "$target"
 	n=$((n + 1))
 	sleep 1
-	locked=$(host_get locked-frames)
+	locked=$(host_get x-locked-frames)
 	((locked > max)) && max=$locked
 done
 note "changing targets: $n targets, the balloon peaked at $max frames"
 check_range "changing targets: the balloon stays within RAM minus the floor (frames)" "$max" 0 "$most"
-host_set target-frames "$half_gib"
+host_set x-target-frames "$half_gib"
 check "changing targets: then the balloon settles at 512 MiB" wait_for 120 host_locked_is "$half_gib"
 end_case
 
@@ -275,7 +275,7 @@ slab_now() {
 begin_case "$reload_cycles rmmod/modprobe cycles with 512 MiB inflated"
 slab0=$(slab_now)
 fill reload "$half_gib"
-bye0=$(host_get start-zero)
+bye0=$(host_get x-start-zero)
 # In the guest, to be quick: unload with the balloon full, load, wait
 # for the balloon to be full again (at most 60 s), and again.
 done_cycles=$("$vm" ssh "$GUEST" --timeout 3600 -- "n=0
@@ -289,9 +289,9 @@ done_cycles=$("$vm" ssh "$GUEST" --timeout 3600 -- "n=0
 		n=\$((n + 1))
 	done; echo \$n" </dev/null)
 check_eq "reload: cycles completed in the guest, each refilling 512 MiB" "$done_cycles" "$reload_cycles"
-check_eq "reload: the host heard goodbye (START 0) at every unload" $(($(host_get start-zero) - bye0)) "$reload_cycles"
+check_eq "reload: the host heard goodbye (START 0) at every unload" $(($(host_get x-start-zero) - bye0)) "$reload_cycles"
 check "reload: the balloon is at 512 MiB after the last load" wait_for 60 host_locked_is "$half_gib"
-host_set target-frames 0
+host_set x-target-frames 0
 check "reload: the balloon empties before the slab is measured" wait_for 120 host_locked_is 0
 slab=$(slab_now)
 note "reload: $done_cycles cycles; unreclaimable slab $slab0 -> $slab KiB"
@@ -304,11 +304,11 @@ if in_tier ci; then
 	# START failing 10 times before it succeeds.
 	begin_case "START failing 10 times"
 	fill "failing START" "$half_gib"
-	failed0=$(stat_failed start) host_failed0=$(host_get failures-start) resets0=$(guest_stat reset)
-	host_set fail-start 10
-	host_set reset-next true
+	failed0=$(stat_failed start) host_failed0=$(host_get x-failures-start) resets0=$(guest_stat reset)
+	host_set x-fail-start 10
+	host_set x-reset-next true
 	check "failing START: the driver retries until START succeeds, back at 512 MiB" \
-		wait_for 120 eval '(( $(host_get failures-start) - host_failed0 == 10 )) && host_locked_is "$half_gib"'
+		wait_for 120 eval '(( $(host_get x-failures-start) - host_failed0 == 10 )) && host_locked_is "$half_gib"'
 	check_eq "failing START: the driver counted 10 failed STARTs" $(($(stat_failed start) - failed0)) 10
 	check_eq "failing START: ... and one completed reset" $(($(guest_stat reset) - resets0)) 1
 	end_case
@@ -318,19 +318,19 @@ if in_tier ci; then
 	# BUSY answers: to START once, then to every third command while the
 	# balloon fills and half empties.
 	begin_case "BUSY answers"
-	busy0=$(host_get busy-sent) resets0=$(guest_stat reset)
-	start_failed0=$(host_get failures-start) driver_start_failed0=$(stat_failed start)
+	busy0=$(host_get x-busy-sent) resets0=$(guest_stat reset)
+	start_failed0=$(host_get x-failures-start) driver_start_failed0=$(stat_failed start)
 	# Both faults set while the guest is stopped: the RESET goes to its
 	# next command, and then, a pending reset answering RESET to anything
 	# but START, the BUSY goes to the START that follows, at no one's pace.
 	"$vm" qmp "$GUEST" stop >/dev/null
-	host_set reset-next true
-	host_set busy-next true
+	host_set x-reset-next true
+	host_set x-busy-next true
 	"$vm" qmp "$GUEST" cont >/dev/null
 	check "BUSY: the driver completed a reset after the BUSY START" \
 		wait_for 60 eval '(( $(guest_stat reset) > resets0 )) && [[ $(guest_stat "is resetting") == n ]]'
-	check_eq "BUSY: the host answered BUSY once, to START (busy-sent, failures-start)" \
-		"$(($(host_get busy-sent) - busy0)) $(($(host_get failures-start) - start_failed0))" "1 1"
+	check_eq "BUSY: the host answered BUSY once, to START (x-busy-sent, x-failures-start)" \
+		"$(($(host_get x-busy-sent) - busy0)) $(($(host_get x-failures-start) - start_failed0))" "1 1"
 	check_eq "BUSY: the driver counted that START as failed" $(($(stat_failed start) - driver_start_failed0)) 1
 	check_eq "BUSY: ... and completed exactly one reset" $(($(guest_stat reset) - resets0)) 1
 	# Every third command BUSY while the balloon fills and half empties.
@@ -339,16 +339,16 @@ if in_tier ci; then
 	# succeed before the third command is a lock answered BUSY: BUSY hits
 	# a lock whatever the timing. (Not so an unlock: 384 MiB go back in
 	# one command, which may fall between two BUSY answers.)
-	busy1=$(host_get busy-sent) lockf0=$(host_get failures-2m-lock)
-	host_set busy-every 3
-	host_set target-frames "$half_gib"
+	busy1=$(host_get x-busy-sent) lockf0=$(host_get x-failures-2m-lock)
+	host_set x-busy-every 3
+	host_set x-target-frames "$half_gib"
 	check "BUSY: inflates to 512 MiB through BUSY answers" wait_for 120 host_locked_is "$half_gib"
-	host_set target-frames $((128 * mib))
+	host_set x-target-frames $((128 * mib))
 	check "BUSY: deflates to 128 MiB, BUSY on every third command" wait_for 120 host_locked_is $((128 * mib))
-	host_set busy-every 0
-	busy=$(($(host_get busy-sent) - busy1))
+	host_set x-busy-every 0
+	busy=$(($(host_get x-busy-sent) - busy1))
 	note "BUSY: $busy BUSY answers while the balloon moved"
-	check_range "BUSY: the host answered BUSY to 2 MiB locks" $(($(host_get failures-2m-lock) - lockf0)) 1 $((1 << 30))
+	check_range "BUSY: the host answered BUSY to 2 MiB locks" $(($(host_get x-failures-2m-lock) - lockf0)) 1 $((1 << 30))
 	end_case
 fi
 
@@ -356,32 +356,32 @@ fi
 for status in "${refusals[@]}"; do
 	code=${status%%:*} name=${status#*:}
 	begin_case "$name on every 7th page"
-	refused0=$(host_get refused-frames) err0=$(stat_both_sizes errAlloc)
-	host_set refuse-status "$code"
-	host_set refuse-every 7
-	host_set target-frames "$half_gib"
+	refused0=$(host_get x-refused-frames) err0=$(stat_both_sizes errAlloc)
+	host_set x-refuse-status "$code"
+	host_set x-refuse-every 7
+	host_set x-target-frames "$half_gib"
 	check "$name: the balloon reaches 512 MiB around the refusals" wait_for 120 host_locked_is "$half_gib"
-	host_set refuse-every 0
-	refused=$(($(host_get refused-frames) - refused0))
+	host_set x-refuse-every 0
+	refused=$(($(host_get x-refused-frames) - refused0))
 	note "$name: $refused pages refused"
 	check_range "$name: the host refused pages" "$refused" 1 $((1 << 30))
 	check_eq "$name: the driver counted each refusal (errAlloc)" $(($(stat_both_sizes errAlloc) - err0)) "$refused"
 	end_case
 done
-host_set refuse-status 5
+host_set x-refuse-status 5
 
 if in_tier ci; then
 	# Every page refused for a while: refused 2 MiB pages are split and tried
 	# as 4 KiB pages in the same cycle (the device cannot refuse 2 MiB
 	# entries alone), and nothing stays in the balloon.
 	begin_case "every page refused, 2 MiB falling back to 4 KiB"
-	lock2m0=$(host_get calls-2m-lock) lock4k0=$(host_get calls-batch-lock)
-	host_set refuse-every 1
-	host_set target-frames "$half_gib"
-	check "all refused: the driver tried 2 MiB pages" wait_for 30 eval '(( $(host_get calls-2m-lock) > lock2m0 ))'
-	check "all refused: ... then 4 KiB ones" wait_for 30 eval '(( $(host_get calls-batch-lock) > lock4k0 ))'
-	check_eq "all refused: the host holds nothing" "$(host_get locked-frames)" 0
-	host_set refuse-every 0
+	lock2m0=$(host_get x-calls-2m-lock) lock4k0=$(host_get x-calls-batch-lock)
+	host_set x-refuse-every 1
+	host_set x-target-frames "$half_gib"
+	check "all refused: the driver tried 2 MiB pages" wait_for 30 eval '(( $(host_get x-calls-2m-lock) > lock2m0 ))'
+	check "all refused: ... then 4 KiB ones" wait_for 30 eval '(( $(host_get x-calls-batch-lock) > lock4k0 ))'
+	check_eq "all refused: the host holds nothing" "$(host_get x-locked-frames)" 0
+	host_set x-refuse-every 0
 	check "all refused: once the host takes pages, the balloon reaches 512 MiB" wait_for 120 host_locked_is "$half_gib"
 	end_case
 fi
@@ -393,8 +393,8 @@ for caps in "${caps_sets[@]}"; do
 	use_caps "$caps"
 	begin_case "capabilities $caps"
 	declare -A calls0=()
-	for cmd in lock batch-lock 2m-lock; do calls0[$cmd]=$(host_get "calls-$cmd"); done
-	host_set target-frames "$half_gib"
+	for cmd in lock batch-lock 2m-lock; do calls0[$cmd]=$(host_get "x-calls-$cmd"); done
+	host_set x-target-frames "$half_gib"
 	case $caps in
 	0x00) used=none ;;
 	0x02 | 0x0a) used=lock ;; # 2 MiB pages travel in batches only
@@ -407,18 +407,18 @@ for caps in "${caps_sets[@]}"; do
 		check "caps $caps: the driver read the 512 MiB target" \
 			wait_for 60 eval '[[ $(guest_stat current) == 0 && $(guest_stat target | head -n 1) == "$half_gib" ]]'
 		resets0=$(guest_stat reset)
-		host_set reset-next true
+		host_set x-reset-next true
 		check "caps $caps: the driver started again after a reset" \
 			wait_for 60 eval '(( $(guest_stat reset) > resets0 )) && [[ $(guest_stat "is resetting") == n ]]'
-		check_eq "caps $caps: the host holds nothing" "$(host_get locked-frames)" 0
+		check_eq "caps $caps: the host holds nothing" "$(host_get x-locked-frames)" 0
 		said=$(guest "dmesg | tail -n +$((caps_mark + 1)) | grep -c 'not ballooning'")
 		check_eq "caps $caps: the driver says once that it will not balloon" "$said" 1
 	else
 		check "caps $caps: the balloon reaches 512 MiB" wait_for 300 host_locked_is "$half_gib"
-		check "caps $caps: locked with $used" eval '(( $(host_get calls-$used) > ${calls0[$used]} ))'
+		check "caps $caps: locked with $used" eval '(( $(host_get x-calls-$used) > ${calls0[$used]} ))'
 		for cmd in lock batch-lock 2m-lock; do
 			[[ $cmd == "$used" ]] && continue
-			check_eq "caps $caps: no $cmd" "$(host_get "calls-$cmd")" "${calls0[$cmd]}"
+			check_eq "caps $caps: no $cmd" "$(host_get "x-calls-$cmd")" "${calls0[$cmd]}"
 		done
 	fi
 	end_case
@@ -431,7 +431,7 @@ use_caps 0x2e
 watch_max() {
 	local stop_at=$((SECONDS + $1)) max=0 locked
 	while ((SECONDS < stop_at)); do
-		locked=$(host_get locked-frames)
+		locked=$(host_get x-locked-frames)
 		((locked > max)) && max=$locked
 		sleep 0.5
 	done
@@ -440,16 +440,16 @@ watch_max() {
 
 hostile_target() {
 	local what=$1 target=$2 max target_seen
-	host_set target-frames "$target"
+	host_set x-target-frames "$target"
 	# the balloon has gone beyond 512 MiB, then is watched for 30 s
-	check "$what: the balloon grows beyond 512 MiB" wait_for 300 eval '(( $(host_get locked-frames) > half_gib ))'
+	check "$what: the balloon grows beyond 512 MiB" wait_for 300 eval '(( $(host_get x-locked-frames) > half_gib ))'
 	max=$(watch_max 30)
 	target_seen=$(guest_stat target | head -n 1)
 	note "$what: target $target, the driver read $target_seen, the balloon peaked at $max frames"
 	check_range "$what: the balloon stays within RAM minus the floor (frames)" "$max" $((half_gib + 1)) "$most"
 }
 
-ram_frames=$(host_get ram-frames)
+ram_frames=$(host_get x-ram-frames)
 if in_tier long; then
 	begin_case "a target above the guest's RAM"
 	hostile_target "above RAM" $((ram_frames + 4096))
@@ -484,8 +484,8 @@ if in_tier ci; then
 	check "S3: the guest can suspend to RAM (mem in /sys/power/state)" guest 'grep -qw mem /sys/power/state'
 	guest 'systemd-run --quiet --on-active=2 sh -c "echo mem > /sys/power/state"'
 	check "S3: QEMU sees the guest suspended" wait_for 60 qemu_status_is suspended
-	check_eq "S3: the host holds the balloon while the guest sleeps" "$(host_get locked-frames)" "$half_gib"
-	host_set target-frames $((256 * mib)) # changed while it sleeps
+	check_eq "S3: the host holds the balloon while the guest sleeps" "$(host_get x-locked-frames)" "$half_gib"
+	host_set x-target-frames $((256 * mib)) # changed while it sleeps
 	"$vm" qmp "$GUEST" system_wakeup >/dev/null
 	check "S3: system_wakeup resumes it" wait_for 60 qemu_status_is running
 	check "S3: the guest answers after resuming" wait_for 120 guest_answers
@@ -498,11 +498,11 @@ if in_tier ci; then
 	fill stop "$half_gib"
 	"$vm" qmp "$GUEST" stop >/dev/null
 	check "stop: QEMU says it is paused" qemu_status_is paused
-	targets0=$(host_get calls-target)
-	host_set target-frames $((768 * mib))
+	targets0=$(host_get x-calls-target)
+	host_set x-target-frames $((768 * mib))
 	sleep 5 # time in which a running guest would have asked
 	check_eq "stop: no command and nothing moves while QEMU is stopped (GET_TARGETs, frames)" \
-		"$(($(host_get calls-target) - targets0)) $(host_get locked-frames)" "0 $half_gib"
+		"$(($(host_get x-calls-target) - targets0)) $(host_get x-locked-frames)" "0 $half_gib"
 	"$vm" qmp "$GUEST" cont >/dev/null
 	check "cont: the balloon moves on to 768 MiB" wait_for 60 host_locked_is $((768 * mib))
 	end_case
@@ -513,7 +513,7 @@ fi
 if in_tier ci; then
 	begin_case "migration to a file and back with 512 MiB inflated"
 	fill migration "$half_gib"
-	granted=$(host_get granted-capabilities)
+	granted=$(host_get x-granted-capabilities)
 	faults_before=$(($(faults_now) - faults0)) # the new QEMU counts from 0
 	state=${VMB_RUN_DIR:-/tmp/vmb-run}/$GUEST.migration
 	check "migration: QMP migrate to a file completed" migrate_to_file "$state"
@@ -521,13 +521,13 @@ if in_tier ci; then
 	"$vm" start "$GUEST" --incoming "$state" >&2 || bail "the migrated guest did not come back in a new QEMU"
 	rm -f "$state"
 	faults0=$(($(faults_now) - faults_before))
-	check_eq "migration: the new host holds the balloon's frames" "$(host_get locked-frames)" "$half_gib"
-	check_eq "migration: and knows what it granted" "$(host_get granted-capabilities)" "$granted"
-	check_eq "migration: and released their memory again" "$(host_get discarded-frames)" "$half_gib"
+	check_eq "migration: the new host holds the balloon's frames" "$(host_get x-locked-frames)" "$half_gib"
+	check_eq "migration: and knows what it granted" "$(host_get x-granted-capabilities)" "$granted"
+	check_eq "migration: and released their memory again" "$(host_get x-discarded-frames)" "$half_gib"
 	check "migration: the driver agrees with the new host" wait_for 60 host_and_driver_agree
-	host_set target-frames $((768 * mib))
+	host_set x-target-frames $((768 * mib))
 	check "migration: the balloon inflates to 768 MiB afterwards" wait_for 120 host_locked_is $((768 * mib))
-	host_set target-frames $((256 * mib))
+	host_set x-target-frames $((256 * mib))
 	check "migration: and deflates to 256 MiB" wait_for 120 host_locked_is $((256 * mib))
 	end_case
 fi
@@ -548,7 +548,7 @@ if in_tier long; then
 	"$vm" stop "$GUEST" >/dev/null 2>&1
 	GUEST=$legacy_guest
 	"$vm" stop "$GUEST" --kill >/dev/null 2>&1
-	"$vm" start "$GUEST" --suite "$suite" --mem 2G --device-opts legacy=on >&2 ||
+	"$vm" start "$GUEST" --suite "$suite" --mem 2G --device-opts x-legacy=on >&2 ||
 		bail "the legacy-host guest did not boot"
 	"$vm" copy "$GUEST" "$root/build/reliability/${ko##*/}" /root/ >&2
 	guest "rmmod vmw_balloon 2>/dev/null; insmod /root/${ko##*/}" || bail "insmod of the package's module failed"
@@ -557,10 +557,10 @@ if in_tier long; then
 		wait_for 30 eval '[[ $(guest_stat "used capabilities") == 0x2 ]]'
 	measure_avail_noise # this guest's own
 	begin_case "a protocol-v2 host"
-	lock0=$(host_get calls-lock)
-	host_set target-frames "$half_gib"
+	lock0=$(host_get x-calls-lock)
+	host_set x-target-frames "$half_gib"
 	check "legacy: the balloon reaches 512 MiB" wait_for 300 host_locked_is "$half_gib"
-	check "legacy: locked with single-page LOCK" eval '(( $(host_get calls-lock) - lock0 >= half_gib ))'
+	check "legacy: locked with single-page LOCK" eval '(( $(host_get x-calls-lock) - lock0 >= half_gib ))'
 	end_case
 fi
 

@@ -59,8 +59,8 @@ check "autoload: taint shows an out-of-tree module" guest 'grep -q O /sys/module
 check "autoload: udev matched the DMI alias to vmw_balloon" \
 	guest 'modprobe -R "$(cat /sys/devices/virtual/dmi/id/modalias)" | grep -qx vmw_balloon'
 # the driver's first cycle (START, GUEST_ID) runs after the module loaded
-check "autoload: the host granted 0x2e at START" wait_for 30 eval '[[ $(host_get granted-capabilities) == 46 ]]'
-check "autoload: the host was told the guest is Linux" wait_for 30 eval '[[ $(host_get guest-id) == 1 ]]'
+check "autoload: the host granted 0x2e at START" wait_for 30 eval '[[ $(host_get x-granted-capabilities) == 46 ]]'
+check "autoload: the host was told the guest is Linux" wait_for 30 eval '[[ $(host_get x-guest-id) == 1 ]]'
 check "autoload: the driver uses 0x2e" wait_for 30 eval '[[ $(guest_stat "used capabilities") == 0x2e ]]'
 
 # driver_at FRAMES: the driver's own count is FRAMES. The host's count
@@ -99,7 +99,7 @@ else
 fi
 avail1=$(guest_meminfo MemAvailable)
 rss1=$(qemu_rss_kib)
-note "after: MemAvailable $avail1 KiB, QEMU RSS $rss1 KiB, 2M entries $(host_get locked-2m)"
+note "after: MemAvailable $avail1 KiB, QEMU RSS $rss1 KiB, 2M entries $(host_get x-locked-2m)"
 check_range "inflate: guest MemAvailable fell by about 1 GiB (KiB)" $((avail0 - avail1)) 943718 1153433
 check_range "inflate: QEMU RSS fell by at least 0.95 GiB (KiB)" $((rss0 - rss1)) 996148 4194304
 check_eq "inflate: query-balloon reports 1 GiB actual" \
@@ -109,16 +109,16 @@ check_eq "inflate: query-balloon reports 1 GiB actual" \
 # A host reset: the driver frees every page without UNLOCK, starts again
 # and balloons back to the target.
 # shellcheck disable=SC2034 # read by the eval below
-resets=$(guest_stat reset) sent0=$(host_get resets-sent)
-unlocks=$(( $(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) ))
-host_set reset-next true
+resets=$(guest_stat reset) sent0=$(host_get x-resets-sent)
+unlocks=$(( $(host_get x-calls-batch-unlock) + $(host_get x-calls-2m-unlock) ))
+host_set x-reset-next true
 # the RESET makes the host forget every lock: once it was sent, the
 # balloon is back only when the driver has locked it all again
-check "reset: the host sent RESET" wait_for 10 eval '(( $(host_get resets-sent) > sent0 ))'
+check "reset: the host sent RESET" wait_for 10 eval '(( $(host_get x-resets-sent) > sent0 ))'
 check "reset: the balloon is back at $want frames" wait_for 60 host_locked_is "$want"
 check "reset: the driver counted a reset" wait_for 30 eval '(( $(guest_stat reset) > resets ))'
 check_eq "reset: no UNLOCK was sent for the forgotten pages" \
-	$(( $(host_get calls-batch-unlock) + $(host_get calls-2m-unlock) )) "$unlocks"
+	$(( $(host_get x-calls-batch-unlock) + $(host_get x-calls-2m-unlock) )) "$unlocks"
 
 # The kernel's 4 KiB paths: a host without 2 MiB pages (batched 4 KiB
 # pages), then one with the basic commands only (one LOCK or UNLOCK per
@@ -127,19 +127,19 @@ for caps in 0x26 0x02; do
 	lock_cmd=$([[ $caps == 0x26 ]] && echo batch-lock || echo lock)
 	unlock_cmd=$([[ $caps == 0x26 ]] && echo batch-unlock || echo unlock)
 	# shellcheck disable=SC2034 # read by the eval below
-	locks=$(host_get "calls-$lock_cmd")
-	unlocks=$(host_get "calls-$unlock_cmd")
+	locks=$(host_get "x-calls-$lock_cmd")
+	unlocks=$(host_get "x-calls-$unlock_cmd")
 	resets=$(guest_stat reset)
-	host_set offered-capabilities $((caps))
-	host_set reset-next true
+	host_set x-offered-capabilities $((caps))
+	host_set x-reset-next true
 	check "caps $caps: the driver starts again with $caps" \
 		wait_for 30 eval '(( $(guest_stat reset) > resets && $(guest_stat "used capabilities") == caps ))'
 	check "caps $caps: the balloon is back at $want frames" wait_for 180 host_locked_is "$want"
-	check_eq "caps $caps: no 2 MiB entry locked" "$(host_get locked-2m)" 0
-	check "caps $caps: inflated with $lock_cmd" eval '(( $(host_get calls-$lock_cmd) > locks ))'
+	check_eq "caps $caps: no 2 MiB entry locked" "$(host_get x-locked-2m)" 0
+	check "caps $caps: inflated with $lock_cmd" eval '(( $(host_get x-calls-$lock_cmd) > locks ))'
 	balloon_keep 1536
 	check "caps $caps: deflates to $((want / 2)) frames" wait_for 180 host_locked_is $((want / 2))
-	check "caps $caps: deflated with $unlock_cmd" eval '(( $(host_get calls-$unlock_cmd) > unlocks ))'
+	check "caps $caps: deflated with $unlock_cmd" eval '(( $(host_get x-calls-$unlock_cmd) > unlocks ))'
 	check "caps $caps: the driver's debugfs current agrees" wait_for 30 driver_at $((want / 2))
 	balloon_keep 1024
 done
@@ -152,8 +152,8 @@ done
 # the driver's balloon.
 # shellcheck disable=SC2034 # read by the eval below
 resets=$(guest_stat reset)
-host_set offered-capabilities $((0x26))
-host_set reset-next true
+host_set x-offered-capabilities $((0x26))
+host_set x-reset-next true
 check "compaction: setup: the driver starts again with 0x26" \
 	wait_for 60 eval '(( $(guest_stat reset) > resets && $(guest_stat "used capabilities") == 0x26 ))'
 # balloon_into_holes WHAT: an empty balloon refilled to the target through
@@ -187,15 +187,15 @@ balloon_into_holes() {
 }
 balloon_into_holes compaction
 migrated0=$(guest_vmstat balloon_migrate)
-locks0=$(host_get calls-batch-lock)
-unlocks0=$(host_get calls-batch-unlock)
+locks0=$(host_get x-calls-batch-lock)
+unlocks0=$(host_get x-calls-batch-unlock)
 guest 'echo 1 > /proc/sys/vm/compact_memory'
 migrated=$(( $(guest_vmstat balloon_migrate) - migrated0 ))
 note "compaction migrated $migrated ballooned pages"
 check_range "compaction: the kernel migrated ballooned pages" "$migrated" 1 "$want"
 check "compaction: the host saw an UNLOCK and a LOCK for every move" eval \
-	'(( $(host_get calls-batch-unlock) - unlocks0 >= migrated && $(host_get calls-batch-lock) - locks0 >= migrated ))'
-check_eq "compaction: the host holds the driver's balloon" "$(host_get locked-frames)" "$(guest_stat current)"
+	'(( $(host_get x-calls-batch-unlock) - unlocks0 >= migrated && $(host_get x-calls-batch-lock) - locks0 >= migrated ))'
+check_eq "compaction: the host holds the driver's balloon" "$(host_get x-locked-frames)" "$(guest_stat current)"
 check_eq "compaction: ... which is still the target" "$(guest_stat current)" "$want"
 vmstat_balance_is_balloon compaction
 # Again, the host refusing every page while the kernel compacts: a move
@@ -208,11 +208,11 @@ vmstat_balance_is_balloon compaction
 balloon_into_holes "compaction with refusals"
 frees_4k() { guest "awk -F: '/^free +\\(4k\\)/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl"; }
 frees0=$(frees_4k)
-refused0=$(host_get refused-frames)
-host_set refuse-every 1
+refused0=$(host_get x-refused-frames)
+host_set x-refuse-every 1
 guest 'echo 1 > /proc/sys/vm/compact_memory'
-host_set refuse-every 0
-refused=$(( $(host_get refused-frames) - refused0 ))
+host_set x-refuse-every 0
+refused=$(( $(host_get x-refused-frames) - refused0 ))
 freed=$(( $(frees_4k) - frees0 ))
 note "compaction with refusals: the host refused $refused pages, the driver freed $freed 4 KiB pages"
 check_range "compaction with refusals: moves lost their new page" "$freed" 1 "$refused"
@@ -226,8 +226,8 @@ else
 fi
 vmstat_balance_is_balloon "compaction with refusals"
 
-host_set offered-capabilities $((0x2e))
-host_set reset-next true
+host_set x-offered-capabilities $((0x2e))
+host_set x-reset-next true
 check "caps 0x2e again: back at $want frames" wait_for 60 eval \
 	'(( $(guest_stat "used capabilities") == 0x2e )) && host_locked_is "$want"'
 
@@ -249,10 +249,10 @@ balloon_keep 1024
 check "rmmod: setup: the balloon is full again ($want frames, host and driver)" \
 	wait_for 60 eval 'host_locked_is "$want" && driver_at "$want"'
 # shellcheck disable=SC2034 # read by the eval below
-starts0=$(host_get start-zero)
+starts0=$(host_get x-start-zero)
 check "rmmod: vmw_balloon unloads with a full balloon" guest rmmod vmw_balloon
-check "rmmod: the host saw START(0)" eval '(( $(host_get start-zero) > starts0 ))'
-check_eq "rmmod: the host dropped its locks" "$(host_get locked-frames)" 0
+check "rmmod: the host saw START(0)" eval '(( $(host_get x-start-zero) > starts0 ))'
+check_eq "rmmod: the host dropped its locks" "$(host_get x-locked-frames)" 0
 avail3=$(guest_meminfo MemAvailable)
 check_range "rmmod: the guest's memory is back (MemAvailable KiB)" "$avail3" $((avail0 - 65536)) $((avail0 + 1048576))
 check "modprobe: vmw_balloon loads again" guest modprobe vmw_balloon

@@ -93,6 +93,32 @@ host_set() {
 	"$vm" qmp "$GUEST" qom-set "{\"path\": \"$device\", \"property\": \"$1\", \"value\": $2}" >/dev/null
 }
 
+# QMP events.  A client that listens for them needs a QMP monitor of its
+# own: a monitor serves one client at a time, and each `vm qmp` call is
+# one.  Boot with "$(events_monitor_arg)" among the `vm start` arguments,
+# then listen_for_events; what the client saw is in $events_log.
+events_monitor_arg() {
+	echo "--qemu-arg=unix:${VMB_RUN_DIR:-/tmp/vmb-run}/$GUEST-events.sock,server=on,wait=off"
+}
+listen_for_events() {
+	events_log=${VMB_RUN_DIR:-/tmp/vmb-run}/$GUEST-events.log
+	"$root/tests/lib/qmp-events" "${VMB_RUN_DIR:-/tmp/vmb-run}/$GUEST-events.sock" 3600 \
+		>"$events_log" 2>&1 &
+	events_pid=$!
+	wait_for 30 grep -qx ready "$events_log"
+}
+stop_listening() {
+	kill "${events_pid:-}" 2>/dev/null
+	wait "${events_pid:-}" 2>/dev/null
+	events_pid=
+}
+# last_balloon_change: "actual" of the last BALLOON_CHANGE event seen (the
+# monitor passes on at most one a second, the newest at the end of it)
+last_balloon_change() {
+	grep '"BALLOON_CHANGE"' "$events_log" | tail -n 1 |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["data"]["actual"])' 2>/dev/null
+}
+
 # balloon_keep MIB: ask, as QEMU's `balloon` command does, that the guest
 # keep MIB of its memory; the rest goes into the balloon.
 balloon_keep() {
@@ -186,8 +212,8 @@ driver_counts() {
 # the host's locked frames and 2 MiB entries, the driver's current and
 # its per-size counts (driver_counts) are all exactly 0
 check_nothing_held() {
-	check_eq "$1: nothing held: host locked-frames, locked-2m; driver current, 4k and 2M pages" \
-		"$(host_get locked-frames) $(host_get locked-2m) $(driver_counts)" "0 0 0 0 0"
+	check_eq "$1: nothing held: host x-locked-frames, x-locked-2m; driver current, 4k and 2M pages" \
+		"$(host_get x-locked-frames) $(host_get x-locked-2m) $(driver_counts)" "0 0 0 0 0"
 }
 
 # guest_vmstat NAME: a counter of the guest's /proc/vmstat (empty if it has none)
@@ -225,7 +251,7 @@ migration_status_is() {
 }
 
 host_locked_is() {
-	[[ $(host_get locked-frames) == "$1" ]]
+	[[ $(host_get x-locked-frames) == "$1" ]]
 }
 
 # Make the host really back the guest's free memory: a never-touched page
