@@ -91,7 +91,7 @@ balloon_keep 1024
 start=$SECONDS
 check "balloon: the host holds $want frames (1 GiB) within 60 s" wait_for 60 host_locked_is "$want"
 note "inflated in $((SECONDS - start)) s"
-note "the host's 2 MiB entries: $(host_get locked-2m)"
+note "the host's 2 MiB entries: $(host_get x-locked-2m)"
 # shellcheck disable=SC2016 # evaluated by wait_for
 check "balloon: the driver's debugfs current agrees" wait_for 30 eval '[[ $(guest_stat current) == "$want" ]]'
 balloon_keep 2048

@@ -100,7 +100,7 @@ check_reclaim_with_memory_to_spare() {
 	cached0=$(cached_kib)
 	shrinks_r0=$(guest_stat shrink)
 	shrunk_r0=$(guest_stat shrinkFree)
-	unlocks_r0=$(($(host_get calls-batch-unlock) + $(host_get calls-2m-unlock)))
+	unlocks_r0=$(($(host_get x-calls-batch-unlock) + $(host_get x-calls-2m-unlock)))
 	reclaim_out=$(guest "echo ${reclaim_mib}M > /sys/fs/cgroup/memory.reclaim" 2>&1)
 	note "memory.reclaim ${reclaim_mib}M: exit $?${reclaim_out:+ ($reclaim_out)}"
 	cached1=$(cached_kib)
@@ -112,7 +112,7 @@ check_reclaim_with_memory_to_spare() {
 	check_eq "memory.reclaim: the driver counted no request (shrink)" \
 		"$(guest_stat shrink)" "$shrinks_r0"
 	check_eq "memory.reclaim: the host saw no UNLOCK" \
-		$(($(host_get calls-batch-unlock) + $(host_get calls-2m-unlock))) "$unlocks_r0"
+		$(($(host_get x-calls-batch-unlock) + $(host_get x-calls-2m-unlock))) "$unlocks_r0"
 	sleep 5
 	check "memory.reclaim: 5 s later the host still holds $want frames" host_locked_is "$want"
 	guest 'rm -f /var/tmp/cache.bin'
