@@ -14,8 +14,10 @@
 #   make image      the Debian guest disk (cached); prints its path
 #                   (bookworm; VMB_SUITE=bullseye, trixie or sid for the others,
 #                   VMB_IMAGE_VARIANT=genericcloud for one without dkms,
-#                   compiler or headers)
+#                   compiler or headers, =secureboot for the UEFI Secure
+#                   Boot one)
 #   make demo       boot a VMware-like guest and watch it balloon
+#                   (SECURE_BOOT=1: with Secure Boot, no key enrolled)
 #   make bench      the balloon benchmark: this package vs the kernel's own
 #                   vmw_balloon vs virtio_balloon, in bookworm guests
 #                   (bench/run; results in build/bench/)

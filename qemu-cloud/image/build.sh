@@ -10,13 +10,21 @@
 # what most tests need inside (dkms, build-essential, the kernel's headers,
 # stress-ng); `genericcloud` has none of those, as a user's fresh cloud
 # guest has not, and gets them from apt like one (tests/guest/vmware.sh
-# serves it a partial mirror). It is made
+# serves it a partial mirror); `secureboot` is `full` booted by UEFI with
+# Secure Boot (`vm start --secure-boot`): Debian's signed shim, signed GRUB
+# and signed cloud kernel, and mokutil. It is made
 # from Debian's packages with mmdebstrap, as root, and needs no network
 # inside the guest, ever.
 #
 # The disk is a real one: an MBR, GRUB's core image in the gap before the
 # first partition, and one ext4 partition holding everything, /boot/grub
 # included, so whatever the guest decides with update-grub is what boots next.
+# The secureboot variant's disk is GPT: an EFI system partition (FAT, 63 MiB
+# at 1 MiB) with shim as the removable-media loader EFI/BOOT/BOOTX64.EFI,
+# MokManager and the signed GRUB beside it (and in EFI/debian), whose
+# grub.cfg hands over to /boot/grub/grub.cfg on the ext4 root at 64 MiB.
+# The guest does not mount the ESP: update-grub in the guest still decides
+# what boots next.
 #
 # Images are cached in ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image/NAME-KEY/
 # where NAME is SUITE (full) or SUITE-genericcloud, and KEY is the sha256 of
@@ -44,7 +52,7 @@ while (($#)); do
 	--suite=*) suite=${1#--suite=} && shift ;;
 	--variant) variant=${2:-} && shift 2 ;;
 	--variant=*) variant=${1#--variant=} && shift ;;
-	*) say "usage: $0 [--suite bullseye|bookworm|trixie|sid] [--variant full|genericcloud]" && exit 2 ;;
+	*) say "usage: $0 [--suite bullseye|bookworm|trixie|sid] [--variant full|genericcloud|secureboot]" && exit 2 ;;
 	esac
 done
 case $suite in
@@ -54,7 +62,8 @@ esac
 case $variant in
 full) name=$suite ;;
 genericcloud) name=$suite-genericcloud ;;
-*) say "unknown variant '$variant' (full or genericcloud)" && exit 2 ;;
+secureboot) name=$suite-secureboot ;;
+*) say "unknown variant '$variant' (full, genericcloud or secureboot)" && exit 2 ;;
 esac
 
 # What goes into the guest.
@@ -63,10 +72,17 @@ packages=(
 	# a Debian cloud system
 	systemd-sysv udev dbus iproute2 netbase
 	linux-image-cloud-amd64 zstd
-	grub-pc cloud-init cloud-guest-utils fdisk openssh-server sudo
+	cloud-init cloud-guest-utils fdisk openssh-server sudo
 	kmod procps python3
 )
-if [[ $variant == full ]]; then
+if [[ $variant == secureboot ]]; then
+	# UEFI with Secure Boot: shim signed by Microsoft, GRUB and the kernel
+	# by Debian (linux-image-*-cloud-amd64 is the signed one)
+	packages+=(grub-efi-amd64 grub-efi-amd64-signed shim-signed mokutil)
+else
+	packages+=(grub-pc)
+fi
+if [[ $variant == full || $variant == secureboot ]]; then
 	# what most tests use inside the guest
 	packages+=(linux-headers-cloud-amd64 dkms build-essential stress-ng)
 fi
@@ -76,6 +92,7 @@ key=$(cd "$here" && {
 	find . -type f ! -name '*~' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
 	echo "suite $suite"
 	[[ $variant == full ]] || echo "variant $variant"
+	[[ $variant != secureboot ]] || echo "disk gpt+esp 1"
 } | sha256sum | cut -c1-16)
 cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/image
 image_dir=$cache/$name-$key
@@ -100,6 +117,7 @@ if ((EUID != 0)); then
 	exit 1
 fi
 "$repo/tests/lib/need-packages" mmdebstrap fdisk e2fsprogs qemu-utils util-linux
+[[ $variant != secureboot ]] || "$repo/tests/lib/need-packages" dosfstools mtools
 
 started=$SECONDS
 work=$(mktemp -d "$cache/.build-$key.XXXXXX")
@@ -139,22 +157,48 @@ cp "$here/overlay/etc/hostname" "$work/root/etc/hostname"
 echo "nameserver 10.0.2.3" >"$work/root/etc/resolv.conf"
 kver=$(cat "$work/root/boot/.vmb-kernel-version")
 
-say "making the disk: MBR, GRUB in the gap, ext4 at 1 MiB"
 raw=$work/disk.raw
 truncate -s "${disk_size_mib}M" "$raw"
-echo 'label: dos
+if [[ $variant == secureboot ]]; then
+	say "making the disk: GPT, EFI system partition at 1 MiB, ext4 at 64 MiB"
+	esp_mib=63
+	root_start=$(((1 + esp_mib) * 2048))
+	printf 'label: gpt\nstart=2048, size=%d, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B, name=ESP\nstart=%d, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4, name=root\n' \
+		$((esp_mib * 2048)) $root_start | sfdisk -q "$raw" >&2
+	esp=$work/esp.img
+	# what shim's GRUB reads next to itself: on to the root's grub.cfg
+	printf 'search --no-floppy --fs-uuid --set=root %s\nset prefix=($root)/boot/grub\nconfigfile $prefix/grub.cfg\n' \
+		"$uuid" >"$work/esp-grub.cfg"
+	mkfs.vfat -C -F 32 -n VMB-ESP "$esp" $((esp_mib * 1024)) >/dev/null
+	mmd -i "$esp" ::/EFI ::/EFI/BOOT ::/EFI/debian
+	for dir in BOOT debian; do
+		mcopy -i "$esp" "$work/root/usr/lib/grub/x86_64-efi-signed/grubx64.efi.signed" "::/EFI/$dir/grubx64.efi"
+		mcopy -i "$esp" "$work/root/usr/lib/shim/mmx64.efi.signed" "::/EFI/$dir/mmx64.efi"
+		mcopy -i "$esp" "$work/esp-grub.cfg" "::/EFI/$dir/grub.cfg"
+	done
+	mcopy -i "$esp" "$work/root/usr/lib/shim/shimx64.efi.signed" ::/EFI/BOOT/BOOTX64.EFI
+	mcopy -i "$esp" "$work/root/usr/lib/shim/shimx64.efi.signed" ::/EFI/debian/shimx64.efi
+	dd if="$esp" of="$raw" bs=1M seek=1 conv=notrunc status=none
+	rm -f "$esp"
+	mkfs.ext4 -q -F -L vmb-root -U "$uuid" -d "$work/root" \
+		-E offset=$((root_start * 512)),nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
+		"$raw" "$(((disk_size_mib - 1 - esp_mib - 1) * 1024))k" >&2
+else
+	say "making the disk: MBR, GRUB in the gap, ext4 at 1 MiB"
+	echo 'label: dos
 start=2048, type=83, bootable' | sfdisk -q "$raw" >&2
-mkfs.ext4 -q -F -L vmb-root -U "$uuid" -d "$work/root" \
-	-E offset=$((2048 * 512)),nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
-	"$raw" "$(((disk_size_mib - 1) * 1024))k" >&2
-grub=$work/root/boot/grub/i386-pc
-dd if="$grub/boot.img" of="$raw" bs=446 count=1 conv=notrunc status=none
-core_bytes=$(stat -c %s "$grub/core.img")
-if ((core_bytes > 2047 * 512)); then
-	say "GRUB core image ($core_bytes bytes) does not fit before the partition"
-	exit 1
+	mkfs.ext4 -q -F -L vmb-root -U "$uuid" -d "$work/root" \
+		-E offset=$((2048 * 512)),nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
+		"$raw" "$(((disk_size_mib - 1) * 1024))k" >&2
+	grub=$work/root/boot/grub/i386-pc
+	dd if="$grub/boot.img" of="$raw" bs=446 count=1 conv=notrunc status=none
+	core_bytes=$(stat -c %s "$grub/core.img")
+	if ((core_bytes > 2047 * 512)); then
+		say "GRUB core image ($core_bytes bytes) does not fit before the partition"
+		exit 1
+	fi
+	dd if="$grub/core.img" of="$raw" bs=512 seek=1 conv=notrunc status=none
 fi
-dd if="$grub/core.img" of="$raw" bs=512 seek=1 conv=notrunc status=none
 
 say "converting to qcow2"
 mkdir "$work/out"

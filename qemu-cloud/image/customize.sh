@@ -13,7 +13,7 @@ set -euo pipefail
 
 root=$1
 uuid=$2
-variant=$3 # full: the kernel's headers must be there; genericcloud: none
+variant=$3 # full, secureboot: the kernel's headers must be there; genericcloud: none
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 say() { echo "customize: $*" >&2; }
 in_root() { chroot "$root" "$@"; }
@@ -33,7 +33,7 @@ if ((${#kernels[@]} != 1)); then
 	exit 1
 fi
 kver=${kernels[0]}
-if [[ $variant == full ]] &&
+if [[ $variant != genericcloud ]] &&
 	! in_root dpkg-query -W -f='${Status}\n' "linux-headers-$kver" | grep -q 'install ok installed'; then
 	say "linux-headers-$kver is not installed"
 	exit 1
@@ -69,24 +69,31 @@ say "a fresh machine-id on every guest's first boot"
 : >"$root/etc/machine-id"
 rm -f "$root/var/lib/dbus/machine-id"
 
-say "GRUB: modules under /boot/grub, core image, grub.cfg"
-# grub-pc upgrades inside the guest may reinstall GRUB to the virtio disk.
-echo "grub-pc grub-pc/install_devices multiselect /dev/vda" | in_root debconf-set-selections
-mkdir -p "$root/boot/grub/i386-pc"
-cp "$root"/usr/lib/grub/i386-pc/*.mod "$root"/usr/lib/grub/i386-pc/*.lst "$root/boot/grub/i386-pc/"
-# The core image first looks for our root file system by UUID and falls back
-# to the first partition of the boot disk.
-cat >"$root/boot/grub/i386-pc/vmb-early.cfg" <<EOF
+if [[ $variant == secureboot ]]; then
+	# The signed GRUB on the ESP (build.sh) carries its modules inside and
+	# reads /boot/grub/grub.cfg; nothing to prepare here.
+	part=part_gpt
+else
+	part=part_msdos
+	say "GRUB: modules under /boot/grub, core image, grub.cfg"
+	# grub-pc upgrades inside the guest may reinstall GRUB to the virtio disk.
+	echo "grub-pc grub-pc/install_devices multiselect /dev/vda" | in_root debconf-set-selections
+	mkdir -p "$root/boot/grub/i386-pc"
+	cp "$root"/usr/lib/grub/i386-pc/*.mod "$root"/usr/lib/grub/i386-pc/*.lst "$root/boot/grub/i386-pc/"
+	# The core image first looks for our root file system by UUID and falls back
+	# to the first partition of the boot disk.
+	cat >"$root/boot/grub/i386-pc/vmb-early.cfg" <<EOF
 search --no-floppy --fs-uuid --set=root $uuid
 set prefix=(\$root)/boot/grub
 EOF
-in_root grub-mkimage -O i386-pc \
-	-o /boot/grub/i386-pc/core.img \
-	-p '(hd0,msdos1)/boot/grub' \
-	-c /boot/grub/i386-pc/vmb-early.cfg \
-	biosdisk part_msdos ext2 normal linux serial terminal \
-	search search_fs_uuid search_label configfile echo
-cp "$root/usr/lib/grub/i386-pc/boot.img" "$root/boot/grub/i386-pc/boot.img"
+	in_root grub-mkimage -O i386-pc \
+		-o /boot/grub/i386-pc/core.img \
+		-p '(hd0,msdos1)/boot/grub' \
+		-c /boot/grub/i386-pc/vmb-early.cfg \
+		biosdisk part_msdos ext2 normal linux serial terminal \
+		search search_fs_uuid search_label configfile echo
+	cp "$root/usr/lib/grub/i386-pc/boot.img" "$root/boot/grub/i386-pc/boot.img"
+fi
 
 # What update-grub writes inside the guest looks much the same; until the
 # guest runs it, this boots the one kernel we installed.
@@ -97,7 +104,7 @@ serial --unit=0 --speed=115200
 terminal_input serial console
 terminal_output serial console
 set timeout=$GRUB_TIMEOUT
-insmod part_msdos
+insmod $part
 insmod ext2
 search --no-floppy --fs-uuid --set=root $uuid
 menuentry 'Debian GNU/Linux' {

@@ -2,7 +2,8 @@
 # The .deb and the .rpm ship exactly dkms.conf and the module's sources in
 # /usr/src/vmw_balloon-<version>/ (src/ with its probes/ subdirectory): no
 # build products, no VCS files. Apart from that, only documentation under
-# /usr/share/doc.
+# /usr/share/doc, and in the .deb the Secure Boot check (debian/secure-boot-check)
+# and the unit that runs it at boot.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
@@ -16,8 +17,8 @@ want=$( (echo dkms.conf; echo Kbuild; echo conftest.sh
 		sed 's|^src/||') | sort)
 
 fail=0
-inspect() {	# name, list of files (no leading ./ or /)
-	local name=$1 files=$2 got extra
+inspect() {	# name, list of files (no leading ./ or /), files allowed besides
+	local name=$1 files=$2 allowed=${3:-} got extra
 	got=$(sed -n "s|^$srcdir/||p" <<<"$files" | grep -v '^$' | sort)
 	if [[ $got == "$want" ]]; then
 		echo "ok: $name ships in /$srcdir: $(tr '\n' ' ' <<<"$got")"
@@ -26,7 +27,8 @@ inspect() {	# name, list of files (no leading ./ or /)
 		diff <(echo "$want") <(echo "$got") || true
 		fail=1
 	fi
-	extra=$(grep -v -e "^$srcdir/" -e '^usr/share/doc/' <<<"$files" || true)
+	extra=$(grep -v -e "^$srcdir/" -e '^usr/share/doc/' <<<"$files" |
+		grep -vxF -e "${allowed:-/}" || true)
 	if [[ -n $extra ]]; then
 		echo "WRONG: $name ships files elsewhere: $extra"
 		fail=1
@@ -37,7 +39,9 @@ inspect() {	# name, list of files (no leading ./ or /)
 	fi
 }
 
-inspect "$deb" "$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||')"
+inspect "$deb" "$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||')" \
+	"usr/lib/vmw-balloon-dkms/secure-boot-check
+lib/systemd/system/vmw-balloon-dkms.service"
 inspect "$rpm" "$(rpm -qpl "$rpm" 2>/dev/null | sed 's|^/||' |
 	while read -r f; do	# its directories
 		[[ $f == "$srcdir" || $f == "$srcdir/probes" ||

@@ -1,0 +1,160 @@
+#!/bin/bash
+# The package on a VMware-like guest booted with UEFI Secure Boot, before
+# any key is enrolled (`vm start --secure-boot`: shim, signed GRUB, signed
+# cloud kernel, OVMF with Microsoft's keys). The kernel is locked down and
+# refuses DKMS's module, whose key nobody enrolled. Installing the package
+# must not take ballooning away: after a reboot the kernel's own
+# vmw_balloon is the one that loads and balloons 1 GiB, and the package
+# says, at install and in the journal at every boot, what to run.
+# Verdicts come from the guest and from the emulated host.
+#
+#   tests/guest/secureboot.sh [--enroll] [SUITE]    bookworm (default) or trixie
+#
+# --enroll (step guest-secureboot-enroll, in `make check-long`) goes on as
+# an admin does: `mokutil --import` of DKMS's key with a one-time
+# password, a reboot into shim's MokManager, driven by key presses (QMP
+# send-key on the PS/2 keyboard, reading its screens on the serial
+# console), Enroll MOK, Continue, Yes, the password, Reboot; then DKMS's
+# module must autoload, signed by that key, under lockdown, and balloon.
+# shellcheck source=tests/lib/guest.sh
+source "$(dirname "$0")/../lib/guest.sh"
+enroll=0
+if [[ ${1:-} == --enroll ]]; then
+	enroll=1
+	shift
+fi
+use_suite "$@"
+GUEST=${GUEST:-vmb-test-sb-$suite}
+step_start=$SECONDS
+
+boot_with_deb "VMware-like Secure Boot" --secure-boot
+note "booted in $((SECONDS - step_start)) s"
+
+# a. the guest: Secure Boot on, the kernel locked down, still VMware
+sb_state=$(guest mokutil --sb-state 2>&1)
+lockdown=$(guest cat /sys/kernel/security/lockdown 2>&1)
+note "mokutil --sb-state: $sb_state"
+note "/sys/kernel/security/lockdown: $lockdown"
+check "secure boot: mokutil says SecureBoot enabled" grep -qx "SecureBoot enabled" <<<"$sb_state"
+check "secure boot: the kernel is locked down (integrity or confidentiality)" \
+	grep -Eq '\[(integrity|confidentiality)\]' <<<"$lockdown"
+check "secure boot: the kernel saw VMware" guest 'dmesg | grep -q "Hypervisor detected: VMware"'
+learn_kernel_module
+check "before install: the kernel's own vmw_balloon is loaded, not out-of-tree" \
+	guest "test -d /sys/module/vmw_balloon && ! grep -q O /sys/module/vmw_balloon/taint"
+
+# b. install: DKMS builds and signs with its own key, which the kernel
+# does not trust; the package says so and exactly what to run
+start=$SECONDS
+apt_output=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y /opt/vmb/$(basename "$deb") 2>&1")
+rc=$?
+note "apt install took $((SECONDS - start)) s"
+grep 'vmw-balloon-dkms:' <<<"$apt_output" | sed 's/^/#   | /'
+check_eq "install: apt install exits 0" "$rc" 0
+check_dkms_installed install
+dkms_ko=$moddir/updates/dkms/vmw_balloon$ko
+signer=$(guest modinfo -F signer "$dkms_ko")
+note "DKMS's module is signed by: '${signer:-nobody}'"
+check "install: DKMS signed its module" test -n "$signer"
+check "install: the package says the kernel does not trust the module's key" \
+	grep -q "vmw-balloon-dkms: WARNING: Secure Boot is on and the kernel does not trust the key" <<<"$apt_output"
+check "install: the package says exactly what to run" \
+	grep -qF "vmw-balloon-dkms: To trust it, run: mokutil --import /var/lib/dkms/mok.pub" <<<"$apt_output"
+check "install: the key it names is DKMS's" guest test -s /var/lib/dkms/mok.pub
+check_eq "install: modprobe would load the kernel's own vmw_balloon" \
+	"$(guest modinfo -n vmw_balloon)" "$intree"
+
+# c. reboot: udev loads the kernel's own module, nothing is refused
+"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
+check "reboot: vmw_balloon is loaded" guest 'test -d /sys/module/vmw_balloon'
+check "reboot: it is the kernel's own (not out-of-tree)" guest '! grep -q O /sys/module/vmw_balloon/taint'
+check "reboot: the kernel refused no module" \
+	guest '! dmesg | grep -Ei "Key was rejected|module verification failed|Loading of unsigned module"'
+check "reboot: still locked down" guest "grep -Eq '\[(integrity|confidentiality)\]' /sys/kernel/security/lockdown"
+journal=$(guest journalctl -b -o cat -u vmw-balloon-dkms.service)
+sed 's/^/#   journal | /' <<<"$journal"
+check "reboot: the journal of this boot says what to run" \
+	grep -qF "To trust it, run: mokutil --import /var/lib/dkms/mok.pub" <<<"$journal"
+check "reboot: at warning priority" \
+	guest 'journalctl -b -p warning -o cat -u vmw-balloon-dkms.service | grep -q "does not trust"'
+
+# d. it balloons: 1 GiB of the 2 GiB guest, and back
+want=$((1024 * 1024 / 4))
+balloon_keep 1024
+start=$SECONDS
+check "balloon: the host holds $want frames within 120 s" wait_for 120 host_locked_is "$want"
+note "inflated in $((SECONDS - start)) s"
+balloon_keep 2048
+check "balloon: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
+
+note "the no-key part took $((SECONDS - step_start)) s"
+((enroll)) || finish
+[[ $tap_failed == 0 ]] || bail "the no-key part failed: not enrolling"
+
+# e. enrollment, as an admin does it, with MokManager driven by keys
+enroll_start=$SECONDS
+password=vmbmok42
+guest "printf '%s\n%s\n' $password $password | mokutil --import /var/lib/dkms/mok.pub" >&2 ||
+	guest "mokutil --generate-hash=$password >/root/mok.hash && mokutil --import /var/lib/dkms/mok.pub --hash-file /root/mok.hash" >&2
+check "enroll: mokutil has a request pending for DKMS's key" \
+	guest 'mokutil --list-new | grep -q "DKMS module signing key"'
+
+# key NAME...: press (and release) each key on the guest's keyboard
+key() {
+	local k
+	for k in "$@"; do
+		"$vm" qmp "$GUEST" send-key "{\"keys\": [{\"type\": \"qcode\", \"data\": \"$k\"}]}" >/dev/null
+		sleep 0.5
+	done
+}
+# screen TEXT SECONDS: wait until the console shows TEXT after offset $since
+screen() {
+	wait_for "$2" eval 'tail -c +$((since + 1)) "$VMB_RUN_DIR/$GUEST/console.log" 2>/dev/null |
+		sed "s/\x1b\[[0-9;]*[A-Za-z]//g" | grep -aqF "$1"'
+}
+VMB_RUN_DIR=${VMB_RUN_DIR:-/tmp/vmb-run}
+since=$(stat -c %s "$VMB_RUN_DIR/$GUEST/console.log")
+"$vm" reboot "$GUEST" --timeout 900 >&2 &
+reboot_pid=$!
+# answer TEXT KEY...: once the console shows TEXT, press the keys; the
+# next screen is looked for only in what comes after
+answer() {
+	local text=$1
+	shift
+	screen "$text" 60 || { fail "enroll: MokManager showed '$text'"; return 1; }
+	since=$(stat -c %s "$VMB_RUN_DIR/$GUEST/console.log")
+	key "$@"
+}
+if screen "Press any key to perform MOK management" 600; then
+	pass "enroll: shim started MokManager"
+	since=$(stat -c %s "$VMB_RUN_DIR/$GUEST/console.log")
+	key spc
+	# shellcheck disable=SC2046 # the password, one key a letter
+	answer "Enroll MOK" down ret &&
+		answer "View key" down ret &&
+		answer "Enroll the key" down ret &&
+		answer "Password" $(sed 's/./& /g' <<<"$password") ret &&
+		answer "Reboot" ret &&
+		pass "enroll: MokManager enrolled the key and rebooted"
+else
+	fail "enroll: shim started MokManager"
+fi
+wait "$reboot_pid" || bail "the guest did not come back after MokManager"
+note "enrollment (reboot, MokManager, boot) took $((SECONDS - enroll_start)) s"
+
+# f. DKMS's module, trusted now
+check "enrolled: mokutil says DKMS's key is enrolled" \
+	guest 'mokutil --test-key /var/lib/dkms/mok.pub | grep -q "is already enrolled"'
+check "enrolled: still Secure Boot and locked down" \
+	guest "mokutil --sb-state | grep -qx 'SecureBoot enabled' && grep -Eq '\[(integrity|confidentiality)\]' /sys/kernel/security/lockdown"
+check "enrolled: the override is gone" guest '! test -e /etc/depmod.d/vmw-balloon-dkms-secureboot.conf'
+check_autoloaded
+check_eq "enrolled: modinfo -F signer names DKMS's key" "$(guest modinfo -F signer vmw_balloon)" "$signer"
+check "enrolled: the kernel refused no module" \
+	guest '! dmesg | grep -Ei "Key was rejected|module verification failed"'
+balloon_keep 1024
+check "enrolled: the host holds $want frames within 120 s" wait_for 120 host_locked_is "$want"
+balloon_keep 2048
+check "enrolled: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
+note "the enrollment part took $((SECONDS - enroll_start)) s"
+finish
