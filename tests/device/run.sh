@@ -11,8 +11,11 @@
 #                                locked (the state read by QEMU's
 #                                analyze-migration.py, spoiled copies
 #                                refused), a background snapshot while
-#                                frames are locked and unlocked, random
-#                                garbage and the log rate limit, a
+#                                frames are locked and unlocked, a
+#                                postcopy migration to a second QEMU
+#                                with frames locked and unlocked on the
+#                                destination during its postcopy phase,
+#                                random garbage and the log rate limit, a
 #                                hot-plugged DIMM.  Two:
 #                                RAM that is a private file mapping, and
 #                                ivshmem, NVDIMM, virtio-pmem and virtio-mem
@@ -400,6 +403,69 @@ check "snapshot restored: every unlock succeeded" \
 	eval 'guest cat /tmp/hold.log | grep -q "unlocked 65536 of 65536"'
 guest 'rm -f /dev/shm/pattern'
 rm -f "$snap"
+
+# An incoming postcopy migration fills guest RAM from the source as the
+# guest touches it: memory released under it would come back as the
+# source's stale copy or be lost, so a LOCK only records the lock.  The
+# guest moves to a second QEMU (vm migrate --postcopy; the postcopy phase
+# slowed to 16 MiB/s, the pages the guest asks for come at once), and
+# locks and unlocks 256 MiB on the destination while the rest of its RAM
+# is still coming; the device's trace says why it kept each locked frame.
+# Then the 256 MiB pattern written before the move reads back intact, and
+# the destination releases locked memory again.
+note "postcopy migration to a second QEMU while frames are locked and unlocked"
+guest 'head -c 256M /dev/urandom >/dev/shm/pattern && sha256sum </dev/shm/pattern >/root/pattern.sha' ||
+	bail "write a 256 MiB pattern in the guest"
+guest 'nohup /root/hostcheck --hold 256 --lock-on-signal --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "hold 256 MiB: pages filled" wait_for 300 guest 'grep -q touched /tmp/hold.log'
+boot_id=$(guest cat /proc/sys/kernel/random/boot_id)
+source_pid=$("$vm" pid "$name")
+qmp migrate-set-parameters '{"max-postcopy-bandwidth": 16777216}' >/dev/null
+"$vm" migrate "$name" --postcopy >"$run_dir/$name.migrate.log" 2>&1 &
+migrate_pid=$!
+on_destination() { [[ $("$vm" pid "$name" 2>/dev/null) =~ ^[0-9]+$ && $("$vm" pid "$name") != "$source_pid" ]]; }
+wait_for 600 eval 'on_destination || ! kill -0 $migrate_pid 2>/dev/null'
+check "postcopy: the guest runs on the destination QEMU" on_destination
+check "postcopy: ... which is in an incoming postcopy migration" migration_status_is postcopy-active
+qmp trace-event-set-state '{"name": "vmware_balloon_discard_skipped", "enable": true}' >/dev/null
+trace_from=$(wc -l <"$run_dir/$name/qemu.log")
+discarded=$(host_get x-discarded-frames)
+guest 'kill -USR2 $(cat /tmp/hold.pid)'
+check "postcopy: the guest locked 256 MiB on the destination" wait_for 300 host_locked_is 65536
+# The proof that the LOCKs came during the postcopy phase: the
+# destination still says so after the last one, and its device says, for
+# each locked frame, that it kept it because of the incoming postcopy.  If
+# the phase ended before, the setup failed: that fails here too.
+check "postcopy: ... while the destination was still in postcopy" migration_status_is postcopy-active
+qmp trace-event-set-state '{"name": "vmware_balloon_discard_skipped", "enable": false}' >/dev/null
+check_eq "postcopy: the device kept every locked frame for the incoming postcopy (its trace)" \
+	"$(tail -n +$((trace_from + 1)) "$run_dir/$name/qemu.log" |
+		grep -c 'vmware_balloon_discard_skipped incoming postcopy: 0x1000 bytes kept')" 65536
+check_eq "postcopy: no memory was released for those locks" "$(host_get x-discarded-frames)" "$discarded"
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "postcopy: and unlocked them" wait_for 300 host_locked_is 0
+check "postcopy: every unlock succeeded" eval 'guest cat /tmp/hold.log | grep -q "unlocked 65536 of 65536"'
+wait "$migrate_pid"
+migrate_rc=$?
+sed 's/^/#   | /' "$run_dir/$name.migrate.log"
+check_eq "postcopy: vm migrate --postcopy completed" "$migrate_rc" 0
+check "postcopy: the destination reports the migration completed" migration_status_is completed
+check "postcopy: the source QEMU is gone" eval '! kill -0 "$source_pid" 2>/dev/null'
+log_since=$SECONDS log_lines=$(wc -l <"$run_dir/$name/qemu.log")
+check_eq "postcopy: the guest kept running (same boot)" "$(guest cat /proc/sys/kernel/random/boot_id)" "$boot_id"
+check "postcopy: the 256 MiB pattern reads back intact" \
+	guest 'sha256sum </dev/shm/pattern | cmp -s - /root/pattern.sha'
+guest 'rm -f /dev/shm/pattern'
+discarded=$(host_get x-discarded-frames)
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+check "postcopy done: the guest locks 64 MiB on the destination" wait_for 300 host_locked_is 16384
+check "postcopy done: and now their memory is released" \
+	eval '(( $(host_get x-discarded-frames) - discarded >= 16384 ))'
+guest 'kill -USR1 $(cat /tmp/hold.pid)'
+check "postcopy done: unlocked" wait_for 300 host_locked_is 0
+check "postcopy done: every unlock succeeded" \
+	eval 'guest cat /tmp/hold.log | grep -q "unlocked 16384 of 16384"'
+rm -f "$run_dir/$name.migrate.log"
 
 note "garbage"
 host_set x-refuse-every 7
