@@ -88,22 +88,19 @@ check "inflate: the driver's debugfs current agrees" wait_for 30 eval '[[ $(gues
 # spare (as node reclaim and hibernation do), which the balloon must not
 # answer. It has page cache to take, so that it surely runs: 150 MiB of a
 # file, written and read back clean. memory.reclaim is 5.19 and later.
-cached_kib() {
-	guest "awk '\$1 == \"Cached:\" {print \$2}' /proc/meminfo"
-}
 check_reclaim_with_memory_to_spare() {
 	local reclaim_mib=256 cache_mib=150 cached0 cached1 shrinks_r0 shrunk_r0 unlocks_r0 reclaim_out
 	guest "dd if=/dev/zero of=/var/tmp/cache.bin bs=1M count=$cache_mib status=none && sync &&
 		cat /var/tmp/cache.bin >/dev/null" || bail "cannot fill the page cache"
 	# free and low watermark of every zone, for the record
 	note "zones (free/low frames): $(guest "awk '\$1 == \"Node\" {z = \$4} \$1 == \"pages\" && \$2 == \"free\" {f = \$3} \$1 == \"low\" {printf \"%s %s/%s \", z, f, \$2}' /proc/zoneinfo")"
-	cached0=$(cached_kib)
+	cached0=$(guest_meminfo Cached)
 	shrinks_r0=$(guest_stat shrink)
 	shrunk_r0=$(guest_stat shrinkFree)
 	unlocks_r0=$(($(host_get x-calls-batch-unlock) + $(host_get x-calls-2m-unlock)))
 	reclaim_out=$(guest "echo ${reclaim_mib}M > /sys/fs/cgroup/memory.reclaim" 2>&1)
 	note "memory.reclaim ${reclaim_mib}M: exit $?${reclaim_out:+ ($reclaim_out)}"
-	cached1=$(cached_kib)
+	cached1=$(guest_meminfo Cached)
 	note "memory.reclaim: page cache $cached0 -> $cached1 KiB"
 	check_range "memory.reclaim: it ran: the page cache fell by at least 100 MiB (KiB)" \
 		$((cached0 - cached1)) $((100 * 1024)) $((1 << 40))
