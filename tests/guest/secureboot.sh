@@ -16,6 +16,9 @@
 # send-key on the PS/2 keyboard, reading its screens on the serial
 # console), Enroll MOK, Continue, Yes, the password, Reboot; then DKMS's
 # module must autoload, signed by that key, under lockdown, and balloon.
+# Then the suite's backports kernel is installed: DKMS builds and signs
+# for it with the same key, and after the reboot into it the module loads
+# with no new enrollment.
 # shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
 enroll=0
@@ -27,7 +30,22 @@ use_suite "$@"
 GUEST=${GUEST:-vmb-test-sb-$suite}
 step_start=$SECONDS
 
-boot_with_deb "VMware-like Secure Boot" --secure-boot
+# --enroll ends with a kernel upgrade: the suite's backports cloud kernel
+# (signed by Debian) and its headers, fetched on the host and handed in
+kernel_args=()
+if ((enroll)); then
+	image=$("$vm" image --suite "$suite" --variant secureboot | tail -n 1) || bail "no $suite secureboot image"
+	debs=$("$root/tests/lib/fetch-debs" --suite "$suite" "$(dirname "$image")/dpkg-status" \
+		"linux-image-cloud-amd64/$suite-backports" "linux-headers-cloud-amd64/$suite-backports" | tail -n 1) ||
+		bail "cannot fetch $suite-backports' kernel"
+	new=$(find "$debs" -name 'linux-image-*-cloud-amd64_*.deb' ! -name 'linux-image-cloud-amd64_*' \
+		-printf '%f\n' | sed 's/^linux-image-\([^_]*\)_.*/\1/')
+	[[ $new == *-cloud-amd64 ]] || bail "expected one signed cloud kernel among $debs, found '$new'"
+	hand_in_as kernel "$debs"
+	kernel_args=(--file "$handed/kernel")
+fi
+
+boot_with_deb "VMware-like Secure Boot" --secure-boot "${kernel_args[@]}"
 note "booted in $((SECONDS - step_start)) s"
 
 # a. the guest: Secure Boot on, the kernel locked down, still VMware
@@ -110,13 +128,19 @@ key() {
 		sleep 0.5
 	done
 }
-# screen TEXT SECONDS: wait until the console shows TEXT after offset $since
-screen() {
-	wait_for "$2" eval 'tail -c +$((since + 1)) "$VMB_RUN_DIR/$GUEST/console.log" 2>/dev/null |
-		sed "s/\x1b\[[0-9;]*[A-Za-z]//g" | grep -aqF "$1"'
-}
+# console_shows TEXT: the serial console, after offset $since and without
+# its escape sequences, holds TEXT (MokManager draws its screens there)
 VMB_RUN_DIR=${VMB_RUN_DIR:-/tmp/vmb-run}
-since=$(stat -c %s "$VMB_RUN_DIR/$GUEST/console.log")
+console=$VMB_RUN_DIR/$GUEST/console.log
+console_shows() {
+	tail -c +$((since + 1)) "$console" 2>/dev/null |
+		LC_ALL=C sed 's/\x1b\[[0-9;=]*[A-Za-z]//g' | grep -aqF -- "$1"
+}
+# screen TEXT SECONDS: wait until the console shows TEXT
+screen() {
+	wait_for "$2" console_shows "$1"
+}
+since=$(stat -c %s "$console")
 "$vm" reboot "$GUEST" --timeout 900 >&2 &
 reboot_pid=$!
 # answer TEXT KEY...: once the console shows TEXT, press the keys; the
@@ -125,12 +149,12 @@ answer() {
 	local text=$1
 	shift
 	screen "$text" 60 || { fail "enroll: MokManager showed '$text'"; return 1; }
-	since=$(stat -c %s "$VMB_RUN_DIR/$GUEST/console.log")
+	since=$(stat -c %s "$console")
 	key "$@"
 }
 if screen "Press any key to perform MOK management" 600; then
 	pass "enroll: shim started MokManager"
-	since=$(stat -c %s "$VMB_RUN_DIR/$GUEST/console.log")
+	since=$(stat -c %s "$console")
 	key spc
 	# shellcheck disable=SC2046 # the password, one key a letter
 	answer "Enroll MOK" down ret &&
@@ -160,4 +184,39 @@ check "enrolled: the host holds $want frames within 120 s" wait_for 120 host_loc
 balloon_keep 2048
 check "enrolled: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
 note "the enrollment part took $((SECONDS - enroll_start)) s"
+
+# g. a kernel upgrade: DKMS builds for it and signs with the same key, and
+# the module loads after the reboot with no new enrollment
+upgrade_start=$SECONDS
+out=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /opt/vmb/kernel/*.deb 2>&1")
+rc=$?
+sed 's/^/#   | /' <<<"$out" | grep -Ei 'dkms|vmw_balloon|sign|error|warning' | head -n 20
+check_eq "kernel upgrade: apt installs $new and its headers" "$rc" 0
+status=$(guest dkms status vmw_balloon -k "$new")
+note "dkms status for $new: $status"
+check "kernel upgrade: DKMS built and installed for $new" grep -Eqx \
+	"vmw_balloon(/|, )$(ere "$version"), $(ere "$new"), x86_64: installed( \(Original modules exist\))?" <<<"$status"
+new_ko=$(guest "ls /lib/modules/$new/updates/dkms/vmw_balloon.ko*" | head -n 1)
+check_eq "kernel upgrade: DKMS signed the $new module with the enrolled key" \
+	"$(guest modinfo -F signer "${new_ko:-none}")" "$signer"
+check "kernel upgrade: no key waits to be enrolled" \
+	guest '! mokutil --list-new 2>&1 | grep -q "DKMS module signing key"'
+since=$(stat -c %s "$console")
+"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from the reboot into $new"
+check "kernel upgrade: shim went straight to GRUB, no MokManager" eval '! console_shows "perform MOK management"'
+check_eq "kernel upgrade: the guest runs $new" "$(guest uname -r)" "$new"
+kver=$new moddir=/lib/modules/$new
+ko=${new_ko##*/vmw_balloon}
+check "kernel upgrade: still Secure Boot and locked down" \
+	guest "mokutil --sb-state | grep -qx 'SecureBoot enabled' && grep -Eq '\[(integrity|confidentiality)\]' /sys/kernel/security/lockdown"
+check_autoloaded
+check_eq "kernel upgrade: the loaded module's signer is the enrolled key" \
+	"$(guest modinfo -F signer vmw_balloon)" "$signer"
+check "kernel upgrade: the kernel refused no module" \
+	guest '! dmesg | grep -Ei "Key was rejected|module verification failed"'
+balloon_keep 1024
+check "kernel upgrade: the host holds $want frames within 120 s" wait_for 120 host_locked_is "$want"
+balloon_keep 2048
+check "kernel upgrade: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
+note "the kernel upgrade part took $((SECONDS - upgrade_start)) s"
 finish
