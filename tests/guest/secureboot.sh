@@ -34,14 +34,8 @@ step_start=$SECONDS
 # (signed by Debian) and its headers, fetched on the host and handed in
 kernel_args=()
 if ((enroll)); then
-	image=$("$vm" image --suite "$suite" --variant secureboot | tail -n 1) || bail "no $suite secureboot image"
-	debs=$("$root/tests/lib/fetch-debs" --suite "$suite" "$(dirname "$image")/dpkg-status" \
-		"linux-image-cloud-amd64/$suite-backports" "linux-headers-cloud-amd64/$suite-backports" | tail -n 1) ||
-		bail "cannot fetch $suite-backports' kernel"
-	new=$(find "$debs" -name 'linux-image-*-cloud-amd64_*.deb' ! -name 'linux-image-cloud-amd64_*' \
-		-printf '%f\n' | sed 's/^linux-image-\([^_]*\)_.*/\1/')
-	[[ $new == *-cloud-amd64 ]] || bail "expected one signed cloud kernel among $debs, found '$new'"
-	hand_in_as kernel "$debs"
+	hand_in_backports_kernel secureboot
+	[[ $new == *-cloud-amd64 ]] || bail "expected one signed cloud kernel among the packages, found '$new'"
 	kernel_args=(--file "$handed/kernel")
 fi
 

@@ -25,15 +25,8 @@ trixie) new_series='7\.' boots=${VMB_UPGRADE_BOOTS:-1} ;;
 esac
 GUEST=${GUEST:-vmb-test-upgrade-$suite}
 
-image=$("$vm" image --suite "$suite" | tail -n 1) || bail "no $suite disk image"
-debs=$("$root/tests/lib/fetch-debs" --suite "$suite" "$(dirname "$image")/dpkg-status" \
-	"linux-image-cloud-amd64/$suite-backports" "linux-headers-cloud-amd64/$suite-backports" | tail -n 1) ||
-	bail "cannot fetch $suite-backports' kernel"
-new=$(find "$debs" -name 'linux-image-*-cloud-amd64_*.deb' ! -name 'linux-image-cloud-amd64_*' \
-	-printf '%f\n' | sed 's/^linux-image-\([^_]*\)_.*/\1/')
-note "the new kernel: $new, $(find "$debs" -name '*.deb' | wc -l) packages from $debs"
+hand_in_backports_kernel full
 [[ $new =~ ^$new_series ]] || bail "expected one $new_series cloud kernel among the packages, found '$new'"
-hand_in_as kernel "$debs"
 
 boot_with_deb VMware-like --file "$handed/kernel"
 old=$kver

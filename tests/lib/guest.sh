@@ -390,6 +390,22 @@ hand_in_as() {
 	ln -sfn "$2" "$handed/$1"
 }
 
+# hand_in_backports_kernel VARIANT: $suite-backports' cloud kernel and
+# headers, with what they need that the suite's VARIANT image lacks,
+# fetched on the host (tests/lib/fetch-debs) and handed in as
+# "$handed/kernel" (for `vm start --file`). Sets new (its release).
+hand_in_backports_kernel() {
+	local image debs
+	image=$("$vm" image --suite "$suite" --variant "$1" | tail -n 1) || bail "no $suite $1 disk image"
+	debs=$("$root/tests/lib/fetch-debs" --suite "$suite" "$(dirname "$image")/dpkg-status" \
+		"linux-image-cloud-amd64/$suite-backports" "linux-headers-cloud-amd64/$suite-backports" | tail -n 1) ||
+		bail "cannot fetch $suite-backports' kernel"
+	new=$(find "$debs" -name 'linux-image-*-cloud-amd64_*.deb' ! -name 'linux-image-cloud-amd64_*' \
+		-printf '%f\n' | sed 's/^linux-image-\([^_]*\)_.*/\1/')
+	note "the new kernel: $new, $(find "$debs" -name '*.deb' | wc -l) packages from $debs"
+	hand_in_as kernel "$debs"
+}
+
 # The project's apt repository (make repo), built if it is not there yet;
 # guest tests beside one another build it once. Sets repo_dir.
 ensure_repo() {
