@@ -103,29 +103,6 @@ host_and_driver_agree() {
 	[[ $locked == "$current" ]]
 }
 
-# use_caps CAPS: the host offers CAPS, resets, and the driver takes them:
-# a check, since every case after it needs them. The reset goes to the
-# driver's next command, whichever it is; what is waited for is the
-# driver's reset count going up, so a driver that already used CAPS
-# cannot satisfy the wait before the reset happened.
-use_caps() {
-	local resets0
-	want_caps=$(($1))
-	resets0=$(guest_stat reset)
-	host_set x-offered-capabilities "$want_caps"
-	host_set x-reset-next true
-	check "caps $1: the driver started again with $1" wait_for 60 eval \
-		'(( $(guest_stat reset) > resets0 && $(guest_stat "used capabilities") == want_caps )) &&
-		[[ $(guest_stat "is resetting") == n ]]'
-}
-
-# fill WHAT FRAMES: a case's setup, the balloon at FRAMES: a check, since
-# a case that goes on without it would test nothing
-fill() {
-	host_set x-target-frames "$2"
-	check "$1: setup: the balloon holds $2 frames" wait_for 120 host_locked_is "$2"
-}
-
 # The largest balloon the driver's floor allows (an eighth of the guest's
 # RAM is never ballooned: see src/balloon.h, VMB_FLOOR_SHIFT)
 most_frames() {
@@ -276,18 +253,7 @@ begin_case "$reload_cycles rmmod/modprobe cycles with 512 MiB inflated"
 slab0=$(slab_now)
 fill reload "$half_gib"
 bye0=$(host_get x-start-zero)
-# In the guest, to be quick: unload with the balloon full, load, wait
-# for the balloon to be full again (at most 60 s), and again.
-done_cycles=$("$vm" ssh "$GUEST" --timeout 3600 -- "n=0
-	for i in \$(seq $reload_cycles); do
-		rmmod vmw_balloon || break
-		modprobe vmw_balloon || break
-		t=0
-		until [ \"\$(awk -F: '/^current/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl 2>/dev/null)\" = $half_gib ]; do
-			t=\$((t + 1)); [ \$t -le 300 ] || break 2; sleep 0.2
-		done
-		n=\$((n + 1))
-	done; echo \$n" </dev/null)
+done_cycles=$(reload_cycles "$reload_cycles" "$half_gib" 60)
 check_eq "reload: cycles completed in the guest, each refilling 512 MiB" "$done_cycles" "$reload_cycles"
 check_eq "reload: the host heard goodbye (START 0) at every unload" $(($(host_get x-start-zero) - bye0)) "$reload_cycles"
 check "reload: the balloon is at 512 MiB after the last load" wait_for 60 host_locked_is "$half_gib"

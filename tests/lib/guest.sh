@@ -216,6 +216,46 @@ check_nothing_held() {
 		"$(host_get x-locked-frames) $(host_get x-locked-2m) $(driver_counts)" "0 0 0 0 0"
 }
 
+# use_caps CAPS: the host offers CAPS, resets, and the driver takes them:
+# a check, since every case after it needs them. The reset goes to the
+# driver's next command, whichever it is; what is waited for is the
+# driver's reset count going up, so a driver that already used CAPS
+# cannot satisfy the wait before the reset happened.
+use_caps() {
+	local resets0
+	want_caps=$(($1))
+	resets0=$(guest_stat reset)
+	host_set x-offered-capabilities "$want_caps"
+	host_set x-reset-next true
+	check "caps $1: the driver started again with $1" wait_for "${fill_seconds:-60}" eval \
+		'(( $(guest_stat reset) > resets0 && $(guest_stat "used capabilities") == want_caps )) &&
+		[[ $(guest_stat "is resetting") == n ]]'
+}
+
+# fill WHAT FRAMES: a case's setup, the balloon at FRAMES within
+# $fill_seconds (default 120): a check, since a case that goes on without
+# it would test nothing
+fill() {
+	host_set x-target-frames "$2"
+	check "$1: setup: the balloon holds $2 frames" wait_for "${fill_seconds:-120}" host_locked_is "$2"
+}
+
+# reload_cycles CYCLES FRAMES SECONDS: in the guest, to be quick: unload
+# vmw_balloon with the balloon full, load it, wait (at most SECONDS) for
+# the driver to hold FRAMES again, and again; prints the cycles completed
+reload_cycles() {
+	"$vm" ssh "$GUEST" --timeout 7200 -- "n=0
+		for i in \$(seq $1); do
+			rmmod vmw_balloon || break
+			modprobe vmw_balloon || break
+			t=0
+			until [ \"\$(awk -F: '/^current/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl 2>/dev/null)\" = $2 ]; do
+				t=\$((t + 1)); [ \$t -le $(($3 * 5)) ] || break 2; sleep 0.2
+			done
+			n=\$((n + 1))
+		done; echo \$n" </dev/null
+}
+
 # guest_vmstat NAME: a counter of the guest's /proc/vmstat (empty if it has none)
 guest_vmstat() {
 	guest "awk '\$1 == \"$1\" {print \$2}' /proc/vmstat"
