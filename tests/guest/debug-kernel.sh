@@ -114,9 +114,12 @@ check_reports "reloads under compaction"
 
 # 4. memory pressure: a workload that needs more than the balloon leaves
 fill "pressure: setup" "$gib"
+shrunk0=$(guest_stat shrinkFree)
 check "pressure: an 1100 MiB workload runs to its end" guest \
 	'stress-ng --vm 1 --vm-bytes 1100M --vm-keep --timeout 30s -q'
-check "pressure: the balloon gave memory back" eval '(( $(host_get x-locked-frames) < gib ))'
+# read from the driver's count, not the host's size: once the workload
+# ends the driver may already have refilled the balloon
+check "pressure: the balloon gave memory back (shrinkFree went up)" eval '(( $(guest_stat shrinkFree) > shrunk0 ))'
 fill "pressure: deflates" 0
 check_reports "pressure"
 
