@@ -243,16 +243,20 @@ fill() {
 # reload_cycles CYCLES FRAMES SECONDS: in the guest, to be quick: unload
 # vmw_balloon with the balloon full, load it, wait (at most SECONDS) for
 # the driver to hold FRAMES again, and again; prints the cycles completed
+# (and, as TAP comments on stderr, how long each unload and refill took)
 reload_cycles() {
-	"$vm" ssh "$GUEST" --timeout 7200 -- "n=0
+	"$vm" ssh "$GUEST" --timeout $(($1 * ($3 + 60))) -- "n=0
 		for i in \$(seq $1); do
+			start=\$(date +%s)
 			rmmod vmw_balloon || break
+			unloaded=\$(date +%s)
 			modprobe vmw_balloon || break
 			t=0
 			until [ \"\$(awk -F: '/^current/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl 2>/dev/null)\" = $2 ]; do
 				t=\$((t + 1)); [ \$t -le $(($3 * 5)) ] || break 2; sleep 0.2
 			done
 			n=\$((n + 1))
+			echo \"# reload \$i: unload \$((unloaded - start)) s, load and refill \$((\$(date +%s) - unloaded)) s\" >&2
 		done; echo \$n" </dev/null
 }
 
