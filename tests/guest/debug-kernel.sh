@@ -52,7 +52,8 @@ check "setup: KASAN, lockdep and page_owner are on" guest \
 	 grep -q 'kasan' /proc/kallsyms && test -e /proc/lockdep"
 
 learn_kernel_module
-install_deb
+# DKMS builds for trixie's kernel and the debug one, under TCG: slow
+guest_timeout=3600 install_deb
 check_dkms_installed "debug kernel"
 # The kernel's own vmw_balloon loaded at boot (the package came later):
 # swap it for DKMS's.

@@ -79,8 +79,10 @@ bail() {
 	exit 1
 }
 
+# guest COMMAND: run COMMAND in the guest as root, for at most
+# $guest_timeout seconds (900 unless a caller sets it)
 guest() {
-	"$vm" ssh "$GUEST" --timeout 900 -- "$@" </dev/null
+	"$vm" ssh "$GUEST" --timeout "${guest_timeout:-900}" -- "$@" </dev/null
 }
 
 # host_get PROPERTY: a counter or setting of the emulated host
