@@ -278,8 +278,10 @@ static unsigned long *vmb_frames_chunk(VMBFrameSet *set, uint64_t frame,
     return bits;
 }
 
-/* Number of frames of [frame, frame + n) in the set; the range is 1 frame
- * or an aligned 2 MiB range, so it lies in one chunk. */
+/*
+ * Number of frames of [frame, frame + n) in the set; the range is 1 frame
+ * or an aligned 2 MiB range, so it lies in one chunk.
+ */
 static uint64_t vmb_frames_count(VMBFrameSet *set, uint64_t frame,
                                  unsigned long n)
 {
@@ -477,8 +479,10 @@ static void vmb_stream_free(VMBalloonState *s)
     s->mig_bitmap_bytes = 0;
 }
 
-/* Forget every lock: what a restarted host, a new START or a guest reset
- * amounts to.  The released memory stays released. */
+/*
+ * Forget every lock: what a restarted host, a new START or a guest reset
+ * amounts to.  The released memory stays released.
+ */
 static void vmb_forget_locks(VMBalloonState *s)
 {
     vmb_frames_clear_all(&s->locked);
@@ -577,8 +581,10 @@ static bool vmb_is_guest_ram(VMBalloonState *s, MemoryRegion *mr)
     if (ms->ram && (mr == ms->ram || mr->container == ms->ram)) {
         return true;
     }
-    /* A DIMM: one walk of the machine's objects per port call at most,
-     * since a batch names the same DIMM over and over. */
+    /*
+     * A DIMM: one walk of the machine's objects per port call at most,
+     * since a batch names the same DIMM over and over.
+     */
     if (mr == s->dimm_region_seen) {
         return true;
     }
@@ -790,7 +796,7 @@ static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
         return VMB_ERROR_CMD_INVALID;
     }
     if ((c->arg1 >> 32) && !(s->granted & VMB_CAP_64BIT_TARGET)) {
-        vmb_log(s, true, "%s of PFN %#" PRIx64 " >= 2^32 without "
+        vmb_log(s, true, "%s of PFN 0x%" PRIx64 " >= 2^32 without "
                 "64_BIT_TARGET", lock ? "LOCK" : "UNLOCK", c->arg1);
         return VMB_ERROR_PPN_INVALID;
     }
@@ -799,7 +805,7 @@ static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
         return vmb_restart_at_locked(s);
     }
     if (status == VMB_ERROR_PPN_INVALID) {
-        vmb_log(s, true, "%s of PFN %#" PRIx64 ": PPN_INVALID (not ordinary "
+        vmb_log(s, true, "%s of PFN 0x%" PRIx64 ": PPN_INVALID (not ordinary "
                 "guest RAM, or part of a 2 MiB lock)",
                 lock ? "LOCK" : "UNLOCK", c->arg1);
     }
@@ -827,7 +833,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
         return VMB_FAILURE;
     }
     if (!vmb_find_ram(s, c->arg1, 1, &page)) {
-        vmb_log(s, true, "%s: the batch page, PFN %#" PRIx64 ", is not "
+        vmb_log(s, true, "%s: the batch page, PFN 0x%" PRIx64 ", is not "
                 "guest RAM", name, c->arg1);
         return VMB_FAILURE;
     }
@@ -840,7 +846,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     res = address_space_read(&address_space_memory, page_gpa,
                              MEMTXATTRS_UNSPECIFIED, entries, count * 8);
     if (res != MEMTX_OK) {
-        vmb_log(s, true, "%s: cannot read the batch page at PFN %#" PRIx64,
+        vmb_log(s, true, "%s: cannot read the batch page at PFN 0x%" PRIx64,
                 name, c->arg1);
         return VMB_FAILURE;
     }
@@ -860,7 +866,8 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
             return vmb_restart_at_locked(s);
         }
         invalid += status == VMB_ERROR_PPN_INVALID;
-        entry = (entry & ~VMB_ENTRY_STATUS_MASK) | (status & VMB_ENTRY_STATUS_MASK);
+        entry = (entry & ~VMB_ENTRY_STATUS_MASK) |
+                (status & VMB_ENTRY_STATUS_MASK);
         entries[i] = cpu_to_le64(entry);
     }
 
@@ -868,7 +875,7 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
                               MEMTXATTRS_UNSPECIFIED, entries, count * 8);
     if (res != MEMTX_OK) {
         vmb_log(s, true, "%s: cannot write the statuses back to the batch "
-                "page at PFN %#" PRIx64, name, c->arg1);
+                "page at PFN 0x%" PRIx64, name, c->arg1);
     }
     trace_vmware_balloon_batch(c->cmd, c->arg1, count, invalid);
     if (invalid) {
@@ -1000,7 +1007,8 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
     } else if (status == VMB_ERROR_BUSY) {
         s->busy_sent++;
     }
-    if (cmd >= 0 && status != VMB_SUCCESS && status != VMB_SUCCESS_WITH_CAPABILITIES) {
+    if (cmd >= 0 && status != VMB_SUCCESS &&
+        status != VMB_SUCCESS_WITH_CAPABILITIES) {
         s->failures[cmd]++;
     }
     if (cmd != VMB_CMD_START) {
@@ -1032,8 +1040,10 @@ static uint64_t vmb_io_read(void *opaque, hwaddr addr, unsigned size)
         s->bad_magic++;
         status = VMB_FAILURE;
     } else {
-        /* The command (ECX) and arg2 (ESI) are 32 bits; arg1 is all of
-         * RBX in 64-bit code (PFNs and limits may need more than 32). */
+        /*
+         * The command (ECX) and arg2 (ESI) are 32 bits; arg1 is all of
+         * RBX in 64-bit code (PFNs and limits may need more than 32).
+         */
         c.wide = (env->hflags & HF_CS64_MASK) != 0;
         c.cmd = (uint32_t)env->regs[R_ECX];
         c.arg1 = c.wide ? env->regs[R_EBX] : (uint32_t)env->regs[R_EBX];
@@ -1117,8 +1127,10 @@ static void vmb_get_refuse_status(Object *obj, Visitor *v, const char *name,
     visit_type_uint32(v, name, &VMWARE_BALLOON(obj)->refuse_status, errp);
 }
 
-/* A refusal goes into a batch entry's 5-bit status: only the error
- * statuses 1..8 make sense there (0 would be SUCCESS). */
+/*
+ * A refusal goes into a batch entry's 5-bit status: only the error
+ * statuses 1..8 make sense there (0 would be SUCCESS).
+ */
 static void vmb_set_refuse_status(Object *obj, Visitor *v, const char *name,
                                   void *opaque, Error **errp)
 {
@@ -1414,8 +1426,10 @@ static bool vmb_stream_sizes_ok(void *opaque, int version_id)
     return true;
 }
 
-/* Is every frame of [frame, frame + n) ordinary guest RAM?  (A run may
- * span two adjacent RAM regions, so a failure is checked frame by frame.) */
+/*
+ * Is every frame of [frame, frame + n) ordinary guest RAM?  (A run may
+ * span two adjacent RAM regions, so a failure is checked frame by frame.)
+ */
 static bool vmb_ram_run_ok(VMBalloonState *s, uint64_t frame, uint64_t n)
 {
     MemoryRegionSection sec;
@@ -1451,7 +1465,7 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
     vmb_forget_locks(s);
     s->dimm_region_seen = NULL;
     if (s->granted & ~VMB_CAPS_ALL) {
-        error_setg(errp, "unknown capabilities granted: %#" PRIx32,
+        error_setg(errp, "unknown capabilities granted: 0x%" PRIx32,
                    s->granted);
         return false;
     }
@@ -1476,12 +1490,12 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
         MemoryRegionSection sec;
 
         if (head % VMB_2M_FRAMES || (i && head <= s->mig_heads[i - 1])) {
-            error_setg(errp, "2 MiB entry at frame %#" PRIx64 " is not "
+            error_setg(errp, "2 MiB entry at frame 0x%" PRIx64 " is not "
                        "2 MiB aligned or out of order", head);
             return false;
         }
         if (!vmb_find_ram(s, head, VMB_2M_FRAMES, &sec)) {
-            error_setg(errp, "2 MiB entry at frame %#" PRIx64 " is not "
+            error_setg(errp, "2 MiB entry at frame 0x%" PRIx64 " is not "
                        "ordinary guest RAM", head);
             return false;
         }
@@ -1498,7 +1512,7 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
         unsigned long first, end;
 
         if (block > VMB_BLOCK_LAST || (i && block <= s->mig_blocks[i - 1])) {
-            error_setg(errp, "4 KiB block %#" PRIx64 " is out of range or "
+            error_setg(errp, "4 KiB block 0x%" PRIx64 " is out of range or "
                        "out of order", block);
             return false;
         }
@@ -1507,19 +1521,19 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
                        VMB_BLOCK_FRAMES);
         first = find_first_bit(bits, VMB_BLOCK_FRAMES);
         if (first >= VMB_BLOCK_FRAMES) {
-            error_setg(errp, "4 KiB block %#" PRIx64 " is empty", block);
+            error_setg(errp, "4 KiB block 0x%" PRIx64 " is empty", block);
             return false;
         }
         for (; first < VMB_BLOCK_FRAMES;
              first = find_next_bit(bits, VMB_BLOCK_FRAMES, end)) {
             end = find_next_zero_bit(bits, VMB_BLOCK_FRAMES, first);
             if (vmb_frames_count(&s->locked, base + first, end - first)) {
-                error_setg(errp, "4 KiB frames at %#" PRIx64 " lie in a "
+                error_setg(errp, "4 KiB frames at 0x%" PRIx64 " lie in a "
                            "locked 2 MiB entry", base + first);
                 return false;
             }
             if (!vmb_ram_run_ok(s, base + first, end - first)) {
-                error_setg(errp, "4 KiB frames at %#" PRIx64 " are not all "
+                error_setg(errp, "4 KiB frames at 0x%" PRIx64 " are not all "
                            "ordinary guest RAM", base + first);
                 return false;
             }
