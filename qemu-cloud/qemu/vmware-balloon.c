@@ -22,9 +22,9 @@
  * debugging, hence "x-": it may change at any time.
  *
  *   capabilities    uint32, default 0x2e, fixed at creation.  START grants
- *                   arg1 & capabilities; bit 0 is never granted, only bits
- *                   1-5 are known.  0x10 (VMCI doorbell) is off by default:
- *                   QEMU has no VMCI.
+ *                   arg1 & capabilities.  Only bits 1-5 (0x3e) are
+ *                   defined: realize fails for any other bit.  0x10 (VMCI
+ *                   doorbell) is off by default: QEMU has no VMCI.
  *   x-legacy        bool, default off, fixed at creation.  Answer START
  *                   like a protocol-v2 host: plain SUCCESS, nothing written
  *                   to RCX, BASIC granted (nothing at all for START(0)).
@@ -208,8 +208,8 @@
 #define TYPE_VMWARE_BALLOON "vmware-balloon"
 OBJECT_DECLARE_SIMPLE_TYPE(VMBalloonState, VMWARE_BALLOON)
 
-/* The wire numbers, shared with the guest driver: src/wire.h in the project. */
-#include "vmware-balloon-wire.h"
+/* The protocol's numbers, shared with the guest driver */
+#include "hw/i386/vmware-balloon-wire.h"
 
 #define VMB_IO_SIZE         4
 #define VMB_FRAME_SIZE      (1ULL << VMB_FRAME_SHIFT)
@@ -1228,9 +1228,11 @@ static void vmb_realize(DeviceState *dev, Error **errp)
     VMBalloonState *s = VMWARE_BALLOON(dev);
 
     if (s->capabilities & ~VMB_CAPS_ALL) {
-        warn_report("vmware-balloon: capabilities 0x%x: only bits 1-5 "
-                    "(0x3e) are known, the rest is never granted",
-                    s->capabilities);
+        error_setg(errp, "capabilities 0x%" PRIx32 " has unknown bits 0x%"
+                   PRIx32, s->capabilities, s->capabilities & ~VMB_CAPS_ALL);
+        error_append_hint(errp, "Only bits 1-5 (0x%x) are defined.\n",
+                          VMB_CAPS_ALL);
+        return;
     }
     if (qemu_add_balloon_handler(vmb_balloon_event, vmb_balloon_status,
                                  s) < 0) {
