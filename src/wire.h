@@ -1,10 +1,13 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * The numbers of the VMware balloon protocol as they travel between guest
  * and host: port, magic, commands, capabilities, statuses, batch entries.
- * One copy for every side of the wire: the guest driver (this directory),
- * the QEMU device that plays the host (qemu-cloud/qemu/) and the program
- * that probes that device (tests/device/). Plain C: no types, no includes.
+ *
+ * One header for both sides of the wire: the vmw-balloon-dkms guest driver
+ * (src/wire.h there, GPL-2.0) and QEMU's vmware-balloon device that plays
+ * the host (include/hw/i386/vmware-balloon-wire.h, tabs expanded), and the
+ * project's probe of that device.  GPL-2.0-or-later, which both accept.
+ * Plain C: no types, no includes.
  */
 #ifndef VMB_WIRE_H
 #define VMB_WIRE_H
