@@ -11,6 +11,9 @@
 #                   (debian/make-repo; the key: tests/lib/project-key), and
 #                   cloud-init-user-data.yaml for it (URI: VMB_REPO_URI)
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
+#   make qemu-series  the device as a git format-patch series against the
+#                   QEMU 10.0 source that `make qemu` builds (which builds
+#                   from that series): build/qemu-series/
 #   make image      the Debian guest disk (cached); prints its path
 #                   (bookworm; VMB_SUITE=bullseye, trixie or sid for the others,
 #                   VMB_IMAGE_VARIANT=genericcloud for one without dkms,
@@ -46,7 +49,7 @@ MODULE_SOURCES := src/Kbuild src/conftest.sh \
 DEB := $(BUILD)/deb/vmw-balloon-dkms_$(VERSION)_all.deb
 RPM := $(BUILD)/rpm/RPMS/noarch/vmw-balloon-dkms-$(VERSION)-1.noarch.rpm
 
-.PHONY: all module clean check check-long unit deb rpm repo qemu image demo bench matrix \
+.PHONY: all module clean check check-long unit deb rpm repo qemu qemu-series image demo bench matrix \
 	print-module-sources
 
 all: module
@@ -94,6 +97,9 @@ $(RPM): dkms.conf README.md $(MODULE_SOURCES) rpm/vmw-balloon-dkms.spec
 
 qemu:
 	@qemu-cloud/qemu/build.sh
+
+qemu-series:
+	@qemu-cloud/qemu/series.sh $(BUILD)/qemu-series
 
 image:
 	@qemu-cloud/image/build.sh

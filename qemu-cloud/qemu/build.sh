@@ -2,21 +2,18 @@
 # Build, or reuse from the cache, a qemu-system-x86_64 that has the
 # project's vmware-balloon device (the hypervisor side of the VMware balloon
 # protocol).  The QEMU is Debian's qemu 10.0 source (with Debian's patches),
-# built on Debian 12, plus the files of this folder:
-#   *.c *.h   device sources, copied into hw/i386/
-#   *.patch   applied with patch -p1 --fuzz=0 (hooks the device into
-#             Kconfig/meson); a patch that no longer applies exactly fails
-# and the protocol's numbers, src/wire.h, shared with the guest driver and
-# copied in as hw/i386/vmware-balloon-wire.h.
+# built on Debian 12, plus the device as the patch series that series.sh
+# writes (`make qemu-series`): the patches are applied in order with
+# patch -p1 --fuzz=0, so what is built is exactly what the series says.
 #
-# The source is the newest 10.0.x that trixie (trixie, trixie-updates,
-# trixie-security) or bookworm-backports has: trixie's 1:10.0.13+ds-0+deb13u1
-# when this was written.  bookworm-backports' 1:10.0.2+ds-2+deb13u1~bpo12+1
-# is the same upstream series built for Debian 12; it can be asked for with
-# VMB_QEMU_DEBIAN_VERSION if the mirror has its files (deb.debian.org had
-# only its .orig.tar.xz then).  Both need meson >= 1.5, which Debian 12 has
-# only in bookworm-backports (installed from there), and Debian's "+ds"
-# tarball carries no meson wheel of its own.
+# The source comes from source.sh (cached by Debian version, see there): the
+# newest 10.0.x that trixie or bookworm-backports has, trixie's
+# 1:10.0.13+ds-0+deb13u1 when this was written.  bookworm-backports'
+# 1:10.0.2+ds-2+deb13u1~bpo12+1 is the same upstream series built for
+# Debian 12; it can be asked for with VMB_QEMU_DEBIAN_VERSION if the mirror
+# has its files (deb.debian.org had only its .orig.tar.xz then).  Both need
+# meson >= 1.5, which Debian 12 has only in bookworm-backports (installed
+# from there), and Debian's "+ds" tarball carries no meson wheel of its own.
 #
 # Prints the binary's absolute path as the last line of stdout; progress goes
 # to stderr.  Beside bin/ the build keeps QEMU's reader of migration
@@ -29,15 +26,15 @@
 #
 # Cache: ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu/<key>/ with
 # <key> = Debian source version (without epoch) + the first 16 hex digits of
-# the sha256 over this folder's build.sh, *.c, *.h, *.patch and src/wire.h.  A cached
-# build is reused without touching apt.  Builds happen in a temporary folder
+# the sha256 over every file of this folder (the scripts, the series' files)
+# and src/wire.h.  A cached build is reused without touching apt.  Builds happen in a temporary folder
 # next to the cache and are renamed into place when complete.
 #
 # Environment:
 #   VMB_CACHE_DIR            cache root (see above)
 #   VMB_QEMU_DEBIAN_VERSION  build this Debian version of qemu (e.g.
 #                            1:10.0.13+ds-0+deb13u1); default: the newest
-#                            10.0.x
+#                            10.0.x (the newest cached source, see source.sh)
 #   VMB_QEMU_REFRESH=1       ask the archive for the newest version even if
 #                            a cached build exists
 #   VMB_DEBIAN_MIRROR, VMB_DEBIAN_SECURITY   archive URLs
@@ -54,12 +51,6 @@ repo=$(cd "$here/../.." && pwd)
 cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu
 want_version=${VMB_QEMU_DEBIAN_VERSION:-}
 refresh=${VMB_QEMU_REFRESH:-0}
-mirror=${VMB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-security=${VMB_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}
-suites=(trixie trixie-updates bookworm-backports)
-security_suite=trixie-security
-series=10.0
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 firmware_path=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 binary_name=qemu-system-x86_64
 sanitize=${VMB_QEMU_SANITIZE:-0}
@@ -70,9 +61,9 @@ die() { log "error: $*"; exit 1; }
 
 # --- the key ---------------------------------------------------------------
 inputs=()
-for f in "$here"/build.sh "$here"/*.c "$here"/*.h "$here"/*.patch; do
-	inputs+=("${f##*/}")
-done
+while IFS= read -r f; do
+	inputs+=("$f")
+done < <(cd "$here" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
 wire_h=$repo/src/wire.h
 inputs_sha=$( (cd "$here" && sha256sum -- "${inputs[@]}"; sha256sum <"$wire_h"
 	((sanitize == 0)) || echo "--enable-asan --enable-ubsan") | sha256sum)
@@ -149,74 +140,30 @@ start_time=$SECONDS
 
 log "checking build dependencies"
 # configure runs meson from a venv of Debian's python3 (python3-venv).
-"$repo/tests/lib/need-packages" build-essential dpkg-dev patch python3 \
+"$repo/tests/lib/need-packages" build-essential dpkg-dev patch git python3 \
 	python3-venv 'meson>=1.5/bookworm-backports' ninja-build pkg-config \
 	libglib2.0-dev libpixman-1-dev \
 	libslirp-dev libfdt-dev zlib1g-dev debian-archive-keyring \
 	seabios ipxe-qemu qemu-system-data >&2
 
-# A private apt configuration and state: the machine's own stays untouched.
-apt_dir=$work/apt
-mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" \
-	"$apt_dir/parts"
-{
-	for suite in "${suites[@]}"; do
-		echo "deb-src [signed-by=$keyring] $mirror $suite main"
-	done
-	echo "deb-src [signed-by=$keyring] $security $security_suite main"
-} >"$apt_dir/sources.list"
-apt_opts=(
-	-o "Dir::Etc::SourceList=$apt_dir/sources.list"
-	-o "Dir::Etc::SourceParts=$apt_dir/parts"
-	-o "Dir::State::Lists=$apt_dir/lists"
-	-o "Dir::Cache=$apt_dir/cache"
-	-o "Dir::Etc::Preferences=/dev/null"
-	-o "Dir::Etc::PreferencesParts=$apt_dir/parts"
-	-o "APT::Sandbox::User=root"
-	-o "Acquire::Languages=none"
-)
-
-log "reading the source lists of ${suites[*]} $security_suite"
-run_step "$work/apt.log" apt-get "${apt_opts[@]}" -q update ||
-	{ cat "$work/apt.log" >&2; die "apt-get update failed"; }
-
-if [[ -z $want_version ]]; then
-	want_version=$(apt-cache "${apt_opts[@]}" showsrc --only-source qemu |
-		sed -n 's/^Version: //p' | { grep -E "^([0-9]+:)?${series//./\\.}[.+~]" || true; } |
-		{
-			best=
-			while read -r v; do
-				if [[ -z $best ]] || dpkg --compare-versions "$v" gt "$best"; then
-					best=$v
-				fi
-			done
-			printf '%s\n' "$best"
-		})
-	[[ -n $want_version ]] || die "no qemu $series source package found in ${suites[*]}"
-fi
+log "getting the qemu source"
+source=$("$here/source.sh")
+want_version=$(<"$source/debian-version")
 log "Debian qemu source version: $want_version"
-
 if dir=$(find_cached "$want_version"); then
 	printf '%s\n' "$dir/bin/$binary_name"
 	exit 0
 fi
 
-mkdir "$work/src"
-log "fetching and unpacking qemu $want_version"
-run_step "$work/source.log" env -C "$work/src" \
-	apt-get "${apt_opts[@]}" -q source --only-source "qemu=$want_version" ||
-	{ tail -n 30 "$work/source.log" >&2; die "apt-get source failed"; }
-srcdir=("$work"/src/qemu-*/)
-((${#srcdir[@]} == 1)) || die "cannot find the unpacked qemu tree"
-srcdir=${srcdir[0]%/}
+srcdir=$work/src/qemu
+mkdir -p "$srcdir"
+git --git-dir="$source/git" archive "$(<"$source/base")" | tar -x -C "$srcdir"
 
-log "adding the vmware-balloon device"
-for f in "$here"/*.c "$here"/*.h; do
-	cp -- "$f" "$srcdir/hw/i386/"
-done
-# the protocol's numbers, the very header the guest driver builds with
-cp -- "$wire_h" "$srcdir/hw/i386/vmware-balloon-wire.h"
-for p in "$here"/*.patch; do
+log "adding the vmware-balloon device: the patch series"
+VMB_QEMU_DEBIAN_VERSION=$want_version VMB_QEMU_REFRESH=0 \
+	"$here/series.sh" "$work/series" >/dev/null
+for p in "$work"/series/[0-9]*.patch; do
+	[[ ${p##*/} == 0000-cover-letter.patch ]] && continue
 	patch -d "$srcdir" -p1 --fuzz=0 --batch --forward --no-backup-if-mismatch \
 		<"$p" >&2 || die "patch ${p##*/} does not apply"
 done
@@ -294,6 +241,7 @@ printf '%s\n' "$inputs_sha" >"$out/inputs-sha256"
 	echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -r)"
 } >"$out/BUILD-INFO"
 cp -- "$build_log" "$out/build.log"
+cp -r -- "$work/series" "$out/series"
 
 key=${want_version#*:}-$hash16
 dest=$cache/$key
