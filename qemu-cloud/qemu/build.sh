@@ -16,7 +16,9 @@
 # from there), and Debian's "+ds" tarball carries no meson wheel of its own.
 #
 # Prints the binary's absolute path as the last line of stdout; progress goes
-# to stderr.  Beside bin/ the build keeps QEMU's reader of migration
+# to stderr.  The device's qtest (tests/qtest/vmware-balloon-test) is built
+# and run with the binary; a build whose qtest fails is not kept.  Its
+# output stays beside bin/, in qtest.log.  Beside bin/ the build keeps QEMU's reader of migration
 # streams, <binary>/../scripts/analyze-migration.py.  The binary looks
 # for firmware in /usr/share/qemu,
 # /usr/share/seabios and /usr/lib/ipxe/qemu (Debian's qemu-system-data,
@@ -51,7 +53,6 @@ repo=$(cd "$here/../.." && pwd)
 cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu
 want_version=${VMB_QEMU_DEBIAN_VERSION:-}
 refresh=${VMB_QEMU_REFRESH:-0}
-firmware_path=/usr/share/qemu:/usr/share/seabios:/usr/lib/ipxe/qemu
 binary_name=qemu-system-x86_64
 sanitize=${VMB_QEMU_SANITIZE:-0}
 [[ $sanitize == [01] ]] || { echo "qemu/build.sh: VMB_QEMU_SANITIZE is 0 or 1" >&2; exit 2; }
@@ -169,27 +170,8 @@ for p in "$work"/series/[0-9]*.patch; do
 done
 
 jobs=${VMB_BUILD_JOBS:-$(nproc)}
-# --enable-fdt=system: x86_64-softmmu needs libfdt (microvm); Debian's
-# tarball has no bundled copy.  --disable-install-blobs: the "+ds" tarball
-# has no firmware blobs, which configure would otherwise ask for; the
-# binary uses Debian's (firmwarepath).  --python: Debian's python3, whose
-# meson configure finds, whatever python3 comes first in PATH.
-# --enable-kvm: compiled in (a few files more); TCG is what the tests run.
-# The prefix is never installed to.  It must not be /usr: QEMU rewrites
-# configured paths under its prefix relative to wherever the binary runs
-# from, and the firmware path must stay the absolute Debian folders.
-configure_args=(
-	--python=/usr/bin/python3
-	--prefix=/opt/vmw-balloon-qemu
-	--firmwarepath="$firmware_path"
-	--target-list=x86_64-softmmu
-	--without-default-features
-	--disable-install-blobs
-	--enable-tcg
-	--enable-kvm
-	--enable-slirp
-	--enable-fdt=system
-)
+# configure_args: the same for every build of the series (configure-args.sh)
+. "$here/configure-args.sh"
 if ((sanitize)); then
 	# (10.0 has no --enable-sanitizers any more: one option each)
 	configure_args+=(--enable-asan --enable-ubsan)
@@ -209,10 +191,12 @@ run_step "$build_log" env -C "$srcdir/build" ../configure "${configure_args[@]}"
 	fail_build "configure failed"
 
 log "compiling with $jobs jobs (a few minutes)"
-run_step "$build_log" ninja -C "$srcdir/build" -j "$jobs" "$binary_name" ||
+# the binary, and the device's qtest (patch 4 of the series)
+run_step "$build_log" ninja -C "$srcdir/build" -j "$jobs" "$binary_name" \
+	tests/qtest/vmware-balloon-test ||
 	fail_build "compilation failed"
-if grep -E 'vmware-balloon\.c:[0-9]+:[0-9]+: (warning|error)' "$build_log" >&2; then
-	fail_build "the device source has compiler warnings"
+if grep -E 'vmware-balloon[-a-z]*\.[ch]:[0-9]+:[0-9]+: (warning|error)' "$build_log" >&2; then
+	fail_build "the device's sources have compiler warnings"
 fi
 
 out=$work/out
@@ -231,6 +215,25 @@ check=$(printf 'info balloon\nquit\n' |
 	{ printf '%s\n' "$check" >&2; die "the built QEMU does not start"; }
 grep -q 'actual=' <<<"$check" ||
 	{ printf '%s\n' "$check" >&2; die "info balloon does not answer"; }
+
+log "running the device's qtest"
+# libqtest takes the target from the binary's name; the wrapper adds
+# Debian's firmware folders, which a binary run from outside its prefix
+# does not search by itself
+mkdir "$work/qtest-bin"
+{
+	echo '#!/bin/sh'
+	printf 'exec %q' "$qemu"
+	IFS=: read -ra fw_dirs <<<"$firmware_path"
+	for d in "${fw_dirs[@]}"; do printf ' -L %q' "$d"; done
+	echo ' "$@"'
+} >"$work/qtest-bin/$binary_name"
+chmod +x "$work/qtest-bin/$binary_name"
+run_step "$out/qtest.log" env -C "$work" \
+	QTEST_QEMU_BINARY="$work/qtest-bin/$binary_name" \
+	timeout 600 "$srcdir/build/tests/qtest/vmware-balloon-test" --tap -k ||
+	{ tail -n 30 "$out/qtest.log" >&2; die "the device's qtest fails"; }
+grep '^ok\|^not ok' "$out/qtest.log" >&2
 
 printf '%s\n' "$want_version" >"$out/debian-version"
 printf '%s\n' "$inputs_sha" >"$out/inputs-sha256"

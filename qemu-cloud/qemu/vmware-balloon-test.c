@@ -76,16 +76,34 @@ static void test_qmp(void)
 static char *run_failing(const char *device1, const char *device2)
 {
     const char *binary = g_getenv("QTEST_QEMU_BINARY");
-    const char *argv[] = {
-        binary, "-machine", "pc", "-accel", "qtest", "-nodefaults",
-        "-display", "none", "-device", device1,
-        device2 ? "-device" : NULL, device2, NULL
-    };
+    g_auto(GStrv) qemu = NULL;
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
     char *err = NULL;
     int status = -1;
+    int i;
 
+    /* QTEST_QEMU_BINARY may carry options of its own */
     g_assert(binary);
-    g_assert(g_spawn_sync(NULL, (char **)argv, NULL,
+    g_assert(g_shell_parse_argv(binary, NULL, &qemu, NULL));
+    for (i = 0; qemu[i]; i++) {
+        g_ptr_array_add(argv, qemu[i]);
+    }
+    g_ptr_array_add(argv, (char *)"-machine");
+    g_ptr_array_add(argv, (char *)"pc");
+    g_ptr_array_add(argv, (char *)"-accel");
+    g_ptr_array_add(argv, (char *)"qtest");
+    g_ptr_array_add(argv, (char *)"-nodefaults");
+    g_ptr_array_add(argv, (char *)"-display");
+    g_ptr_array_add(argv, (char *)"none");
+    g_ptr_array_add(argv, (char *)"-device");
+    g_ptr_array_add(argv, (char *)device1);
+    if (device2) {
+        g_ptr_array_add(argv, (char *)"-device");
+        g_ptr_array_add(argv, (char *)device2);
+    }
+    g_ptr_array_add(argv, NULL);
+
+    g_assert(g_spawn_sync(NULL, (char **)argv->pdata, NULL,
                           G_SPAWN_STDOUT_TO_DEV_NULL |
                           G_SPAWN_STDIN_FROM_DEV_NULL,
                           NULL, NULL, NULL, &err, &status, NULL));
