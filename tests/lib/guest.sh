@@ -247,7 +247,9 @@ fill() {
 # the driver to hold FRAMES again, and again; prints the cycles completed
 # (and, as TAP comments on stderr, how long each unload and refill took)
 reload_cycles() {
-	"$vm" ssh "$GUEST" --timeout $(($1 * ($3 + 60))) -- "n=0
+	# the ssh's own limit: SECONDS of waiting is counted in polls, and
+	# an unload and the polls' awk take long on a debug kernel under TCG
+	"$vm" ssh "$GUEST" --timeout $(($1 * (3 * $3 + 300))) -- "n=0
 		for i in \$(seq $1); do
 			start=\$(date +%s)
 			rmmod vmw_balloon || break
