@@ -139,8 +139,9 @@ class VMwareBalloon(LinuxKernelTest):
         self.assertEqual(self.balloon_prop('x-locked-frames'), 32768)
         self.assertNotEqual(self.balloon_prop('x-granted-capabilities'), 0)
         exec_command_and_wait_for_pattern(
-            self, 'grep -E "^(target|current)" /sys/kernel/debug/vmmemctl',
-            'current: +32768')
+            self, "echo driver holds $(awk '$1 == \"current\" "
+            "{ print $NF }' /sys/kernel/debug/vmmemctl) pages",
+            'driver holds 32768 pages')
 
         # and back out
         self.vm.cmd('balloon', value=ram)
