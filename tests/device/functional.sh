@@ -8,13 +8,14 @@
 # source) runs it against the cached build; its assets (the kernel and
 # busybox .debs, from deb.debian.org) are cached by hash in
 # ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu-test-assets.
-# Prints the harness's TAP, then "N passed, N failed".
+# Prints the harness's TAP, then "N passed, N failed".  VMB_QEMU: a
+# binary to test instead of the cached build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 "$root/tests/lib/need-packages" git python3 binutils tar ca-certificates \
 	'python3-pycotap/bookworm-backports' qemu-system-data seabios ipxe-qemu
 
-qemu=$("$root/qemu-cloud/qemu/build.sh" | tail -n 1)
+qemu=${VMB_QEMU:-$("$root/qemu-cloud/qemu/build.sh" | tail -n 1)}
 src=$("$root/qemu-cloud/qemu/source.sh")
 work=$(mktemp -d)
 trap 'rm -rf -- "$work"' EXIT
