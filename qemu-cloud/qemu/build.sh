@@ -28,7 +28,8 @@
 #
 # Cache: ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu/<key>/ with
 # <key> = Debian source version (without epoch) + the first 16 hex digits of
-# the sha256 over every file of this folder (the scripts, the series' files)
+# the sha256 over every file of this folder (the scripts, the series' files;
+# not Python's __pycache__, which running the functional test may leave)
 # and src/wire.h.  A cached build is reused without touching apt.  Builds happen in a temporary folder
 # next to the cache and are renamed into place when complete.
 #
@@ -66,7 +67,7 @@ die() { log "error: $*"; exit 1; }
 inputs=()
 while IFS= read -r f; do
 	inputs+=("$f")
-done < <(cd "$here" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
+done < <(cd "$here" && find . -type f ! -path '*/__pycache__/*' | sed 's|^\./||' | LC_ALL=C sort)
 wire_h=$repo/src/wire.h
 inputs_sha=$( (cd "$here" && sha256sum -- "${inputs[@]}"; sha256sum <"$wire_h"
 	((sanitize == 0)) || echo "--enable-asan --enable-ubsan") | sha256sum)
