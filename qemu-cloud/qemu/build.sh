@@ -28,7 +28,8 @@
 #
 # Cache: ${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu/<key>/ with
 # <key> = Debian source version (without epoch) + the first 16 hex digits of
-# the sha256 over every file of this folder (the scripts, the series' files)
+# the sha256 over every file of this folder (the scripts, the series' files;
+# not Python's __pycache__, which running the functional test may leave)
 # and src/wire.h.  A cached build is reused without touching apt.  Builds happen in a temporary folder
 # next to the cache and are renamed into place when complete.
 #
@@ -50,6 +51,8 @@ shopt -s nullglob
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 cache=${VMB_CACHE_DIR:-/var/cache/vmw-balloon-dkms}/qemu
 want_version=${VMB_QEMU_DEBIAN_VERSION:-}
 refresh=${VMB_QEMU_REFRESH:-0}
@@ -64,7 +67,7 @@ die() { log "error: $*"; exit 1; }
 inputs=()
 while IFS= read -r f; do
 	inputs+=("$f")
-done < <(cd "$here" && find . -type f | sed 's|^\./||' | LC_ALL=C sort)
+done < <(cd "$here" && find . -type f ! -path '*/__pycache__/*' | sed 's|^\./||' | LC_ALL=C sort)
 wire_h=$repo/src/wire.h
 inputs_sha=$( (cd "$here" && sha256sum -- "${inputs[@]}"; sha256sum <"$wire_h"
 	((sanitize == 0)) || echo "--enable-asan --enable-ubsan") | sha256sum)
@@ -73,17 +76,11 @@ hash16=${inputs_sha:0:16}
 
 # The cached build for these inputs: of $1 if given, else the newest one.
 find_cached() {
-	local want=${1:-} best= best_ver= dir ver
+	local dir dirs=()
 	for dir in "$cache"/*-"$hash16"; do
-		[[ -x $dir/bin/$binary_name && -r $dir/debian-version ]] || continue
-		ver=$(<"$dir/debian-version")
-		if [[ -n $want ]]; then
-			[[ $ver == "$want" ]] && { printf '%s\n' "$dir"; return 0; }
-		elif [[ -z $best ]] || dpkg --compare-versions "$ver" gt "$best_ver"; then
-			best=$dir best_ver=$ver
-		fi
+		[[ -x $dir/bin/$binary_name && -r $dir/debian-version ]] && dirs+=("$dir")
 	done
-	[[ -n $best ]] && printf '%s\n' "$best"
+	pick_cached "${1:-}" "${dirs[@]}"
 }
 
 if [[ $refresh != 1 ]] && dir=$(find_cached "$want_version"); then
@@ -170,8 +167,8 @@ for p in "$work"/series/[0-9]*.patch; do
 done
 
 jobs=${VMB_BUILD_JOBS:-$(nproc)}
-# configure_args: the same for every build of the series (configure-args.sh)
-. "$here/configure-args.sh"
+# configure_args: the same for every build of the series (lib.sh, which
+# is sourced at the top)
 if ((sanitize)); then
 	# (10.0 has no --enable-sanitizers any more: one option each)
 	configure_args+=(--enable-asan --enable-ubsan)
@@ -217,18 +214,8 @@ grep -q 'actual=' <<<"$check" ||
 	{ printf '%s\n' "$check" >&2; die "info balloon does not answer"; }
 
 log "running the device's qtest"
-# libqtest takes the target from the binary's name; the wrapper adds
-# Debian's firmware folders, which a binary run from outside its prefix
-# does not search by itself
 mkdir "$work/qtest-bin"
-{
-	echo '#!/bin/sh'
-	printf 'exec %q' "$qemu"
-	IFS=: read -ra fw_dirs <<<"$firmware_path"
-	for d in "${fw_dirs[@]}"; do printf ' -L %q' "$d"; done
-	echo ' "$@"'
-} >"$work/qtest-bin/$binary_name"
-chmod +x "$work/qtest-bin/$binary_name"
+write_firmware_wrapper "$work/qtest-bin/$binary_name" "$qemu"
 run_step "$out/qtest.log" env -C "$work" \
 	QTEST_QEMU_BINARY="$work/qtest-bin/$binary_name" \
 	timeout 600 "$srcdir/build/tests/qtest/vmware-balloon-test" --tap -k ||

@@ -22,6 +22,9 @@
 #      place in the device-emulation index (series/3-docs.diff)
 #   4  tests/qtest/vmware-balloon-test.c (vmware-balloon-test.c here),
 #      registered in tests/qtest/meson.build (series/4-qtest.diff)
+#   5  tests/functional/test_x86_64_vmware_balloon.py (the same name
+#      here), registered in tests/functional/meson.build
+#      (series/5-functional.diff)
 # Each patch adds its own files to the MAINTAINERS section.
 #
 # The commits are made in a scratch repository that borrows the cached
@@ -102,6 +105,10 @@ commit "$s/3-docs.txt"
 add_file tests/qtest/vmware-balloon-test.c "$here/vmware-balloon-test.c"
 apply "$s/4-qtest.diff"
 commit "$s/4-qtest.txt"
+
+add_file tests/functional/test_x86_64_vmware_balloon.py "$here/test_x86_64_vmware_balloon.py"
+apply "$s/5-functional.diff"
+commit "$s/5-functional.txt"
 
 git update-ref refs/heads/vmware-balloon "$head"
 # the cover letter: its first line is the subject, the rest the body

@@ -47,20 +47,16 @@ keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 log() { printf 'qemu/source.sh: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # The cached source of version $1 if given, else the newest one.
 find_cached() {
-	local want=${1:-} best= best_ver= dir ver
+	local dir dirs=()
 	for dir in "$cache"/*/; do
 		dir=${dir%/}
-		[[ -r $dir/debian-version && -r $dir/base && -d $dir/git ]] || continue
-		ver=$(<"$dir/debian-version")
-		if [[ -n $want ]]; then
-			[[ $ver == "$want" ]] && { printf '%s\n' "$dir"; return 0; }
-		elif [[ -z $best ]] || dpkg --compare-versions "$ver" gt "$best_ver"; then
-			best=$dir best_ver=$ver
-		fi
+		[[ -r $dir/debian-version && -r $dir/base && -d $dir/git ]] && dirs+=("$dir")
 	done
-	[[ -n $best ]] && printf '%s\n' "$best"
+	pick_cached "${1:-}" "${dirs[@]}"
 }
 
 if [[ $refresh != 1 ]] && dir=$(find_cached "$want_version"); then

@@ -97,6 +97,8 @@
  *   x-ram-frames      the guest's RAM size in 4 KiB frames: boot RAM plus
  *                     plugged pc-dimm devices (not NVDIMM, virtio-pmem or
  *                     virtio-mem memory)
+ *   x-ram-classified  RAM blocks classified as guest RAM or not: once per
+ *                     block mapped, never per port call
  *
  * Trace events (hw/i386/trace-events, "vmware_balloon_*"): every call with
  * its status and the target returned, START's grant, batches, each frame
@@ -118,12 +120,15 @@
  *     processes), NVDIMM and virtio-pmem (host files), virtio-mem and any
  *     other region with a RAM discard manager (its device decides what is
  *     backed).  Those are PPN_INVALID and nothing is discarded; the batch
- *     page must be ordinary guest RAM too.  The whole 2 MiB must be such
- *     RAM for 2M entries, which must be 2 MiB aligned.  A single
- *     LOCK/UNLOCK PFN >= 2^32 is PPN_INVALID unless 64_BIT_TARGET was
- *     granted.  Batch entries with bits 5-11 set are PPN_INVALID.  Unlocking
- *     one 4 KiB frame of a locked 2 MiB entry, or a 2 MiB range that holds
- *     4 KiB locks, is PPN_INVALID.
+ *     page must be ordinary guest RAM too.  Which RAM blocks are ordinary
+ *     guest RAM is decided once per block, when it is mapped; a DIMM
+ *     unplugged takes the locks of its frames with it, so "actual" stays
+ *     the guest's RAM less what it really handed over.  The whole 2 MiB
+ *     must be such RAM for 2M entries, which must be 2 MiB aligned.  A
+ *     single LOCK/UNLOCK PFN >= 2^32 is PPN_INVALID unless 64_BIT_TARGET
+ *     was granted.  Batch entries with bits 5-11 set are PPN_INVALID.
+ *     Unlocking one 4 KiB frame of a locked 2 MiB entry, or a 2 MiB range
+ *     that holds 4 KiB locks, is PPN_INVALID.
  *   - A batch page outside RAM or more than 512 entries: FAILURE, nothing
  *     done.  Per-entry statuses go into bits 0-4 of each entry.
  *   - Locked frames have their host memory discarded (unless discards are
@@ -156,9 +161,15 @@
  * whole balloon back and inflate it again right after each migration: a
  * burst of guest activity and memory churn on the new host just when it is
  * least welcome, and a savevm snapshot would not restore the balloon it
- * was taken with.  After loading, the new host releases the memory of the
- * locked frames again (a no-op after an incoming migration, where they
- * arrive as zero pages it never allocates; not done during postcopy).
+ * was taken with.  Loading releases no memory: a lock the host holds is
+ * not proof that the guest still leaves the frame alone (a kexec'd kernel,
+ * or a driver that died without saying goodbye, uses frames the host
+ * still counts as locked), and releasing them again would wipe live guest
+ * data on the destination.  virtio-balloon does the same.  After an
+ * incoming migration this costs nothing (released memory travels as zero
+ * pages, which a new QEMU never allocates); a loadvm into a running guest
+ * writes the saved contents back, and that memory stays until the guest
+ * unlocks and locks those frames again.
  * The state is standard VMState fields (version 3; older streams are not
  * accepted), compact (8 bytes per 2 MiB entry, at most a bit per frame for
  * 4 KiB locks), and checked whole when loaded: a stream whose locks are
@@ -315,6 +326,26 @@ static void vmb_frames_clear(VMBFrameSet *set, uint64_t frame,
     }
 }
 
+/*
+ * What the device knows of a RAM block mapped into guest memory, decided
+ * once when it appears (vmb_classify_ram): whether it is ordinary guest
+ * RAM, and how much of it a pc-dimm adds to the guest's RAM.  @sections
+ * counts its sections in the flat view: the block is forgotten when the
+ * last one goes.
+ */
+typedef struct VMBRamBlock {
+    bool guest_ram;
+    uint64_t dimm_bytes;
+    unsigned int sections;
+} VMBRamBlock;
+
+/* A range of guest RAM unmapped during a memory topology update */
+typedef struct VMBRamRange {
+    RAMBlock *block;
+    uint64_t frame;
+    uint64_t nframes;
+} VMBRamRange;
+
 struct VMBalloonState {
     ISADevice parent_obj;
 
@@ -369,6 +400,13 @@ struct VMBalloonState {
     uint64_t log_suppressed;
     GHashTable *no_discard;     /* idstr of RAM blocks discards fail on */
 
+    /* the RAM blocks mapped into guest memory, see vmb_ram_region_add() */
+    MemoryListener ram_listener;
+    GHashTable *ram_blocks;     /* RAMBlock * -> VMBRamBlock * */
+    GArray *ram_gone;           /* VMBRamRange: unmapped during an update */
+    uint64_t ram_bytes;         /* boot RAM + plugged pc-dimms */
+    uint64_t ram_classified;    /* RAM blocks classified (x-ram-classified) */
+
     /* the locks in the migration stream, see vmb_pre_save() */
     uint32_t mig_nheads;
     uint64_t *mig_heads;
@@ -376,7 +414,6 @@ struct VMBalloonState {
     uint64_t *mig_blocks;
     uint32_t mig_bitmap_bytes;
     uint8_t *mig_bitmaps;
-    MemoryRegion *dimm_region_seen; /* a DIMM's, during one port call */
 };
 
 /* One decoded port call. */
@@ -393,29 +430,13 @@ typedef struct VMBCall {
 
 /*
  * The guest's ordinary RAM: what the machine booted with plus every
- * plugged pc-dimm.  Only the plain pc-dimm type counts: NVDIMMs, virtio-pmem
- * and virtio-mem are memory the balloon never takes (see vmb_is_guest_ram),
- * so they take no part in targets either.
+ * plugged pc-dimm (kept up to date by vmb_ram_commit()).  NVDIMMs,
+ * virtio-pmem and virtio-mem are memory the balloon never takes (see
+ * vmb_classify_ram), so they take no part in targets either.
  */
-static int vmb_add_dimm_size(Object *obj, void *opaque)
+static uint64_t vmb_ram_size(VMBalloonState *s)
 {
-    uint64_t *size = opaque;
-
-    if (!strcmp(object_get_typename(obj), TYPE_PC_DIMM) &&
-        DEVICE(obj)->realized && PC_DIMM(obj)->hostmem) {
-        *size += memory_region_size(
-            host_memory_backend_get_memory(PC_DIMM(obj)->hostmem));
-    }
-    return 0;
-}
-
-static uint64_t vmb_ram_size(void)
-{
-    MachineState *ms = MACHINE(qdev_get_machine());
-    uint64_t size = ms->ram_size;
-
-    object_child_foreach_recursive(OBJECT(ms), vmb_add_dimm_size, &size);
-    return size;
+    return s->ram_bytes;
 }
 
 /*
@@ -503,7 +524,7 @@ static void vmb_set_granted(VMBalloonState *s, uint32_t granted)
  */
 static uint64_t vmb_actual(VMBalloonState *s)
 {
-    uint64_t ram = vmb_ram_size();
+    uint64_t ram = vmb_ram_size(s);
     uint64_t locked = s->locked_frames << VMB_FRAME_SHIFT;
 
     return locked >= ram ? 0 : ram - locked;
@@ -543,7 +564,7 @@ static uint64_t vmb_guest_target(VMBalloonState *s, const VMBCall *c)
 {
     uint64_t target = s->target_frames;
     uint64_t limit = s->last_limit ? s->last_limit
-                                   : vmb_ram_size() >> VMB_FRAME_SHIFT;
+                                   : vmb_ram_size(s) >> VMB_FRAME_SHIFT;
 
     target = MIN(target, limit);
     if (!vmb_wide_target(s, c)) {
@@ -556,8 +577,9 @@ static int vmb_dimm_has_region(Object *obj, void *opaque)
 {
     MemoryRegion *mr = opaque;
 
+    /* not ->realized: a DIMM maps its memory while being plugged */
     return !strcmp(object_get_typename(obj), TYPE_PC_DIMM) &&
-           DEVICE(obj)->realized && PC_DIMM(obj)->hostmem &&
+           PC_DIMM(obj)->hostmem &&
            host_memory_backend_get_memory(PC_DIMM(obj)->hostmem) == mr;
 }
 
@@ -569,31 +591,34 @@ static int vmb_dimm_has_region(Object *obj, void *opaque)
  * memory is shared with other processes, NVDIMM and virtio-pmem memory is
  * a file the host keeps, and virtio-mem (any region with a RAM discard
  * manager) decides itself which of its memory is backed.  Discarding any
- * of those would damage something outside the guest's RAM.
+ * of those would damage something outside the guest's RAM.  Decided once
+ * per RAM block, when it is mapped (vmb_ram_region_add), since it walks
+ * the machine's objects.
  */
-static bool vmb_is_guest_ram(VMBalloonState *s, MemoryRegion *mr)
+static void vmb_classify_ram(MemoryRegion *mr, VMBRamBlock *block)
 {
     MachineState *ms = MACHINE(qdev_get_machine());
 
-    if (memory_region_has_ram_discard_manager(mr)) {
-        return false;
+    block->guest_ram = false;
+    block->dimm_bytes = 0;
+    if (!object_dynamic_cast(memory_region_owner(mr), TYPE_MEMORY_BACKEND) ||
+        memory_region_has_ram_discard_manager(mr)) {
+        return;
     }
     if (ms->ram && (mr == ms->ram || mr->container == ms->ram)) {
-        return true;
+        block->guest_ram = true;
+    } else if (object_child_foreach_recursive(OBJECT(ms),
+                                              vmb_dimm_has_region, mr)) {
+        block->guest_ram = true;
+        block->dimm_bytes = memory_region_size(mr);
     }
-    /*
-     * A DIMM: one walk of the machine's objects per port call at most,
-     * since a batch names the same DIMM over and over.
-     */
-    if (mr == s->dimm_region_seen) {
-        return true;
-    }
-    if (object_child_foreach_recursive(OBJECT(ms), vmb_dimm_has_region,
-                                       mr)) {
-        s->dimm_region_seen = mr;
-        return true;
-    }
-    return false;
+}
+
+static bool vmb_is_guest_ram(VMBalloonState *s, MemoryRegion *mr)
+{
+    VMBRamBlock *block = g_hash_table_lookup(s->ram_blocks, mr->ram_block);
+
+    return block && block->guest_ram;
 }
 
 /*
@@ -626,8 +651,6 @@ static bool vmb_find_ram(VMBalloonState *s, uint64_t frame, uint64_t nframes,
         memory_region_is_romd(sec.mr) ||
         sec.readonly ||
         !sec.mr->ram_block ||
-        !object_dynamic_cast(memory_region_owner(sec.mr),
-                             TYPE_MEMORY_BACKEND) ||
         !vmb_is_guest_ram(s, sec.mr)) {
         memory_region_unref(sec.mr);
         return false;
@@ -952,7 +975,6 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
         s->calls_unknown++;
     }
     s->commands++;
-    s->dimm_region_seen = NULL;
 
     status = vmb_injected(s, cmd);
     if (status == 0) {
@@ -1082,7 +1104,7 @@ static const MemoryRegionOps vmb_io_ops = {
 static void vmb_balloon_event(void *opaque, ram_addr_t keep)
 {
     VMBalloonState *s = opaque;
-    uint64_t ram = vmb_ram_size();
+    uint64_t ram = vmb_ram_size(s);
 
     s->target_frames = keep >= ram ? 0 : (ram - keep) >> VMB_FRAME_SHIFT;
     trace_vmware_balloon_target(s->target_frames);
@@ -1116,7 +1138,7 @@ static void vmb_set_busy_next(Object *obj, bool value, Error **errp)
 static void vmb_get_ram_frames(Object *obj, Visitor *v, const char *name,
                                void *opaque, Error **errp)
 {
-    uint64_t frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
+    uint64_t frames = vmb_ram_size(VMWARE_BALLOON(obj)) >> VMB_FRAME_SHIFT;
 
     visit_type_uint64(v, name, &frames, errp);
 }
@@ -1158,6 +1180,9 @@ static void vmb_instance_init(Object *obj)
     vmb_frames_init(&s->heads);
     s->no_discard = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
                                           NULL);
+    s->ram_blocks = g_hash_table_new_full(g_direct_hash, g_direct_equal,
+                                          NULL, g_free);
+    s->ram_gone = g_array_new(false, false, sizeof(VMBRamRange));
     s->refuse_status = VMB_ERROR_PPN_PINNED;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 
@@ -1198,6 +1223,8 @@ static void vmb_instance_init(Object *obj)
                                    &s->discarded_frames, ro);
     object_property_add(obj, "x-ram-frames", "uint64", vmb_get_ram_frames,
                         NULL, NULL, NULL);
+    object_property_add_uint64_ptr(obj, "x-ram-classified",
+                                   &s->ram_classified, ro);
 
     for (i = 0; i < VMB_CMD_NUM; i++) {
         g_autofree char *calls = NULL;
@@ -1220,7 +1247,117 @@ static void vmb_instance_finalize(Object *obj)
     vmb_frames_destroy(&s->locked);
     vmb_frames_destroy(&s->heads);
     g_hash_table_destroy(s->no_discard);
+    g_hash_table_destroy(s->ram_blocks);
+    g_array_free(s->ram_gone, true);
     vmb_stream_free(s);
+}
+
+/*
+ * Forget the locks in [frame, frame + nframes): that memory is no longer
+ * the guest's.  A 2 MiB entry lies inside one RAM block, so it is either
+ * wholly inside the range or wholly outside.
+ */
+static void vmb_forget_range(VMBalloonState *s, uint64_t frame,
+                             uint64_t nframes)
+{
+    uint64_t end = frame + nframes;
+    uint64_t forgotten = 0;
+
+    while (frame < end) {
+        uint64_t chunk_end = (frame | (VMB_CHUNK_FRAMES - 1)) + 1;
+        unsigned long n = MIN(end, chunk_end) - frame;
+
+        s->locked_2m -= vmb_frames_count(&s->heads, frame, n);
+        vmb_frames_clear(&s->heads, frame, n);
+        forgotten += vmb_frames_count(&s->locked, frame, n);
+        vmb_frames_clear(&s->locked, frame, n);
+        frame += n;
+    }
+    s->locked_frames -= forgotten;
+    trace_vmware_balloon_ram_gone(end - nframes, nframes, forgotten);
+}
+
+/*
+ * The device follows guest memory with a MemoryListener, so that a port
+ * call only looks a RAM block up (vmb_is_guest_ram) and never walks the
+ * machine's objects: each RAM block is classified once, when its first
+ * section is mapped (at realize for boot RAM, on plug for a DIMM).
+ */
+static void vmb_ram_region_add(MemoryListener *listener,
+                               MemoryRegionSection *section)
+{
+    VMBalloonState *s = container_of(listener, VMBalloonState, ram_listener);
+    RAMBlock *rb = section->mr->ram_block;
+    VMBRamBlock *block;
+
+    if (!rb) {
+        return;
+    }
+    block = g_hash_table_lookup(s->ram_blocks, rb);
+    if (!block) {
+        block = g_new0(VMBRamBlock, 1);
+        vmb_classify_ram(section->mr, block);
+        s->ram_classified++;
+        g_hash_table_insert(s->ram_blocks, rb, block);
+    }
+    block->sections++;
+}
+
+static void vmb_ram_region_del(MemoryListener *listener,
+                               MemoryRegionSection *section)
+{
+    VMBalloonState *s = container_of(listener, VMBalloonState, ram_listener);
+    RAMBlock *rb = section->mr->ram_block;
+    VMBRamBlock *block = rb ? g_hash_table_lookup(s->ram_blocks, rb) : NULL;
+
+    if (!block) {
+        return;
+    }
+    if (block->guest_ram) {
+        VMBRamRange gone = {
+            .block = rb,
+            .frame = section->offset_within_address_space >> VMB_FRAME_SHIFT,
+            .nframes = int128_get64(section->size) >> VMB_FRAME_SHIFT,
+        };
+
+        g_array_append_val(s->ram_gone, gone);
+    }
+    if (--block->sections == 0) {
+        g_hash_table_remove(s->ram_blocks, rb);
+    }
+}
+
+/*
+ * The end of a memory topology update.  Guest RAM whose block is no
+ * longer mapped at all was unplugged: the guest cannot hold its frames
+ * any more, so their locks go, and "actual" stays the guest's RAM less
+ * what it really handed over.  (A block that only moved between sections
+ * keeps its locks.)
+ */
+static void vmb_ram_commit(MemoryListener *listener)
+{
+    VMBalloonState *s = container_of(listener, VMBalloonState, ram_listener);
+    MachineState *ms = MACHINE(qdev_get_machine());
+    uint64_t locked_before = s->locked_frames;
+    GHashTableIter iter;
+    gpointer value;
+    guint i;
+
+    for (i = 0; i < s->ram_gone->len; i++) {
+        VMBRamRange *gone = &g_array_index(s->ram_gone, VMBRamRange, i);
+
+        if (!g_hash_table_contains(s->ram_blocks, gone->block)) {
+            vmb_forget_range(s, gone->frame, gone->nframes);
+        }
+    }
+    g_array_set_size(s->ram_gone, 0);
+
+    s->ram_bytes = ms->ram_size;
+    g_hash_table_iter_init(&iter, s->ram_blocks);
+    while (g_hash_table_iter_next(&iter, NULL, &value)) {
+        s->ram_bytes += ((VMBRamBlock *)value)->dimm_bytes;
+    }
+    vmb_locked_changed(s, locked_before);
 }
 
 static void vmb_realize(DeviceState *dev, Error **errp)
@@ -1241,6 +1378,15 @@ static void vmb_realize(DeviceState *dev, Error **errp)
     }
     s->handler_registered = true;
 
+    s->ram_listener = (MemoryListener) {
+        .name = TYPE_VMWARE_BALLOON,
+        .region_add = vmb_ram_region_add,
+        .region_del = vmb_ram_region_del,
+        .commit = vmb_ram_commit,
+    };
+    memory_listener_register(&s->ram_listener, &address_space_memory);
+    vmb_ram_commit(&s->ram_listener);
+
     memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
                           TYPE_VMWARE_BALLOON, VMB_IO_SIZE);
     isa_register_ioport(ISA_DEVICE(dev), &s->io, VMB_PORT);
@@ -1253,6 +1399,8 @@ static void vmb_unrealize(DeviceState *dev)
     if (s->handler_registered) {
         qemu_remove_balloon_handler(s);
         s->handler_registered = false;
+        memory_listener_unregister(&s->ram_listener);
+        g_hash_table_remove_all(s->ram_blocks);
     }
     vmb_forget_locks(s);
 }
@@ -1406,7 +1554,7 @@ static int vmb_count_dimm(Object *obj, void *opaque)
 static bool vmb_stream_sizes_ok(void *opaque, int version_id)
 {
     VMBalloonState *s = opaque;
-    uint64_t ram_frames = vmb_ram_size() >> VMB_FRAME_SHIFT;
+    uint64_t ram_frames = vmb_ram_size(s) >> VMB_FRAME_SHIFT;
     uint64_t in_2m = (uint64_t)s->mig_nheads * VMB_2M_FRAMES;
     unsigned int regions = 2;
     uint64_t max_blocks;
@@ -1465,7 +1613,6 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
     uint32_t i;
 
     vmb_forget_locks(s);
-    s->dimm_region_seen = NULL;
     if (s->granted & ~VMB_CAPS_ALL) {
         error_setg(errp, "unknown capabilities granted: 0x%" PRIx32,
                    s->granted);
@@ -1552,41 +1699,6 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
     return true;
 }
 
-/*
- * Release the host memory of every locked frame again.  After an incoming
- * migration this is mostly a no-op (released memory travels as zero pages,
- * which a new QEMU does not allocate), but loadvm into a running guest
- * writes those pages back.
- */
-static void vmb_discard_all_locked(VMBalloonState *s)
-{
-    GHashTableIter iter;
-    gpointer key, value;
-
-    /* the DIMM seen by the last port call may have been unplugged since */
-    s->dimm_region_seen = NULL;
-    g_hash_table_iter_init(&iter, s->locked.chunks);
-    while (g_hash_table_iter_next(&iter, &key, &value)) {
-        unsigned long *bits = value;
-        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
-        unsigned long i = find_first_bit(bits, VMB_CHUNK_FRAMES);
-
-        while (i < VMB_CHUNK_FRAMES) {
-            /* a 2 MiB entry at once, else a run of 4 KiB frames */
-            unsigned long end = vmb_frames_count(&s->heads, base + i, 1) ?
-                i + VMB_2M_FRAMES :
-                find_next_zero_bit(bits, VMB_CHUNK_FRAMES, i);
-            MemoryRegionSection sec;
-
-            if (vmb_find_ram(s, base + i, end - i, &sec)) {
-                vmb_discard(s, &sec, end - i);
-                memory_region_unref(sec.mr);
-            }
-            i = find_next_bit(bits, VMB_CHUNK_FRAMES, end);
-        }
-    }
-}
-
 static int vmb_post_load(void *opaque, int version_id)
 {
     VMBalloonState *s = opaque;
@@ -1618,9 +1730,6 @@ static int vmb_post_load(void *opaque, int version_id)
                     s->granted, grantable);
         vmb_host_restart(s);
         return 0;
-    }
-    if (!migration_in_incoming_postcopy()) {
-        vmb_discard_all_locked(s);
     }
     return 0;
 }

@@ -5,7 +5,7 @@
 # the QEMU source it is written against; after each one qemu-system-x86_64
 # is built again (incrementally: one configure, one full build, then what
 # each patch changes), with the configure options build.sh uses
-# (qemu-cloud/qemu/configure-args.sh).  After the device's patch the
+# (qemu-cloud/qemu/lib.sh).  After the device's patch the
 # binary must list the device and its source must compile without a
 # warning; after the last one the qtest is built and run.
 #
@@ -27,8 +27,8 @@ echo "qemu source: $(<"$src/debian-version")"
 tree=$work/qemu
 mkdir "$tree"
 git --git-dir="$src/git" archive "$(<"$src/base")" | tar -x -C "$tree"
-# shellcheck source=../../qemu-cloud/qemu/configure-args.sh
-. "$root/qemu-cloud/qemu/configure-args.sh"
+# shellcheck source=../../qemu-cloud/qemu/lib.sh
+. "$root/qemu-cloud/qemu/lib.sh"
 
 passed=0 failed=0
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
@@ -86,17 +86,8 @@ for p in "$work"/series/[0-9]*.patch; do
 done
 
 if [[ -x $tree/build/tests/qtest/vmware-balloon-test ]]; then
-	# a wrapper named as the target, which adds Debian's firmware folders
-	# (a binary run from its build tree looks only there)
 	mkdir "$work/bin"
-	{
-		echo '#!/bin/sh'
-		printf 'exec %q' "$binary"
-		IFS=: read -ra fw_dirs <<<"$firmware_path"
-		for d in "${fw_dirs[@]}"; do printf ' -L %q' "$d"; done
-		echo ' "$@"'
-	} >"$work/bin/qemu-system-x86_64"
-	chmod +x "$work/bin/qemu-system-x86_64"
+	write_firmware_wrapper "$work/bin/qemu-system-x86_64" "$binary"
 	if (cd "$work" && QTEST_QEMU_BINARY=$work/bin/qemu-system-x86_64 \
 		timeout 600 "$tree/build/tests/qtest/vmware-balloon-test" --tap -k); then
 		ok "the qtest passes"

@@ -20,13 +20,18 @@
  *       what it holds and prints the model's x-locked-frames and x-locked-2m:
  *       with --no-bye (no START(0) at the end) the host's counters must
  *       equal them.  Fails if the host took a frame that is not ours.
- *   hostcheck --hold MIB [--seconds S] [--lock-on-signal]
+ *   hostcheck --hold MIB [--seconds S] [--lock-on-signal] [--reuse]
  *       START, lock MIB MiB of this process's own pages (batched), report,
  *       wait S seconds (default: until stdin reaches EOF; SIGUSR1 ends the
  *       wait early), unlock, report how many unlocks succeeded, START(0).
  *       With --lock-on-signal, report "touched" once the pages are filled
  *       and lock them only on SIGUSR2, so that the test reads the QEMU
  *       process's memory before any lock however slow the machine is.
+ *       With --reuse, write a pattern into the pages right after locking
+ *       them, as a guest does that forgot its balloon without telling the
+ *       host (a kexec, a driver that died): the host still counts them
+ *       locked, yet they hold live data.  At the end of the wait it reports
+ *       "pattern intact in K of N pages" before unlocking.
  *       For watching that memory fall, and for keeping frames locked
  *       across a migration.
  *   hostcheck --lock-singly N
@@ -36,6 +41,11 @@
  *       goodbye: for the host's x-reset-at-locked, whose RESET means it
  *       forgot the locks).  If all succeed, print "hostcheck: locked N of
  *       N singly", unlock them and say goodbye with START(0).
+ *   hostcheck --time-batch PFN ROUNDS
+ *       the host's time for one 512-entry BATCHED_LOCK naming frames
+ *       [PFN, PFN + 512) (memory it refuses: nothing changes), against one
+ *       naming 512 own pages of ordinary RAM (each unlocked again, untimed):
+ *       the median of ROUNDS of each, in ns, and their ratio.
  *   hostcheck --refused PFN N
  *       frames [PFN, PFN + N) are memory the host must refuse to take
  *       (shared memory, NVDIMM, ...): every way of locking them gets
@@ -60,6 +70,7 @@
 #include <sys/io.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The protocol's numbers: src/wire.h, the header the guest driver uses. */
@@ -722,7 +733,33 @@ static void allow_lock(int sig)
 	lock_allowed = 1;
 }
 
-static int hold(long mib, long seconds, bool lock_on_signal)
+/* A word of page @page of the --reuse pattern: no page reads as another. */
+static uint64_t reuse_word(size_t page, size_t word)
+{
+	return (page * 0x9e3779b97f4a7c15ULL) ^ (word + 1);
+}
+
+/* Fill @n pages at @mem with the --reuse pattern, or count those that hold it. */
+static size_t reuse_pattern(char *mem, size_t n, bool write)
+{
+	size_t page, word, intact = 0;
+
+	for (page = 0; page < n; page++) {
+		uint64_t *w = (uint64_t *)(mem + page * PAGE);
+		bool same = true;
+
+		for (word = 0; word < PAGE / sizeof(*w); word++) {
+			if (write)
+				w[word] = reuse_word(page, word);
+			else if (w[word] != reuse_word(page, word))
+				same = false;
+		}
+		intact += same;
+	}
+	return intact;
+}
+
+static int hold(long mib, long seconds, bool lock_on_signal, bool reuse)
 {
 	struct sigaction sa = { .sa_handler = release_hold };
 	struct sigaction go = { .sa_handler = allow_lock };
@@ -763,6 +800,10 @@ static int hold(long mib, long seconds, bool lock_on_signal)
 	}
 	printf("hostcheck: locked %zu of %zu pages (%zu MiB)\n", locked, n,
 	       locked / 256);
+	if (reuse) {
+		reuse_pattern(mem, n, true);
+		printf("hostcheck: reused %zu pages the host counts as locked\n", n);
+	}
 	fflush(stdout);
 	/* no SA_RESTART: the signal cuts sleep() and read() short */
 	sigaction(SIGUSR1, &sa, NULL);
@@ -775,6 +816,9 @@ static int hold(long mib, long seconds, bool lock_on_signal)
 		while (!hold_released && read(0, &buf, sizeof(buf)) > 0)
 			;
 	}
+	if (reuse)
+		printf("hostcheck: pattern intact in %zu of %zu pages\n",
+		       reuse_pattern(mem, n, false), n);
 	for (done = 0; done < n;) {
 		size_t k = n - done < 512 ? n - done : 512;
 
@@ -813,6 +857,70 @@ static int lock_singly(long n)
 	for (i = 0; i < n; i++)
 		cmd(VMB_CMD_UNLOCK, pfn_of(mem + i * PAGE), 0, NULL, NULL);
 	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Median ns of @rounds BATCHED_LOCKs of 512 entries: @pfns, or own pages. */
+static uint64_t batch_ns(uint64_t *batch, uint64_t batch_pfn,
+			 const uint64_t *pfns, int rounds, bool unlock)
+{
+	uint64_t *ns = calloc(rounds, sizeof(*ns)), t, median;
+	int r, i;
+
+	for (r = 0; r < rounds; r++) {
+		for (i = 0; i < 512; i++)
+			batch[i] = pfns[i] << 12;
+		t = now_ns();
+		cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, 512, NULL, NULL);
+		ns[r] = now_ns() - t;
+		if (unlock) {
+			for (i = 0; i < 512; i++)
+				batch[i] = pfns[i] << 12;
+			cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, 512, NULL, NULL);
+		}
+	}
+	qsort(ns, rounds, sizeof(*ns), cmp_u64);
+	median = ns[rounds / 2];
+	free(ns);
+	return median;
+}
+
+static int time_batch(uint64_t first, int rounds)
+{
+	uint64_t *batch = own_pages(1), pfns[512], own[512], other, ram;
+	uint64_t batch_pfn = pfn_of(batch);
+	char *mem = own_pages(512);
+	int i;
+
+	if (rounds < 1 || !batch_pfn || !(start(VMB_CAPS_ALL) & VMB_CAP_BATCHED)) {
+		fprintf(stderr, "hostcheck: no rounds, no PFN or BATCHED not granted\n");
+		return 1;
+	}
+	for (i = 0; i < 512; i++) {
+		pfns[i] = first + i;
+		own[i] = pfn_of(mem + i * PAGE);
+	}
+	other = batch_ns(batch, batch_pfn, pfns, rounds, false);
+	ram = batch_ns(batch, batch_pfn, own, rounds, true);
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+	printf("hostcheck: 512-entry BATCHED_LOCK, median of %d: PFN %#" PRIx64
+	       ": %" PRIu64 " ns, own RAM: %" PRIu64 " ns, ratio %.2f\n",
+	       rounds, first, other, ram, ram ? (double)other / ram : 0.0);
 	return 0;
 }
 
@@ -937,13 +1045,6 @@ struct fuzz_model {
 	uint64_t huge;
 	unsigned long foreign;          /* frames the host took that are not ours */
 };
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static bool *model_frame(struct fuzz_model *m, uint64_t pfn)
 {
@@ -1097,8 +1198,9 @@ static void usage(void)
 		"[--target FRAMES]\n"
 		"       hostcheck --call CMD ARG1 ARG2\n"
 		"       hostcheck --fuzz N [--seed S] [--no-bye]\n"
-		"       hostcheck --hold MIB [--seconds S] [--lock-on-signal]\n"
+		"       hostcheck --hold MIB [--seconds S] [--lock-on-signal] [--reuse]\n"
 		"       hostcheck --lock-singly N\n"
+		"       hostcheck --time-batch PFN ROUNDS\n"
 		"       hostcheck --refused PFN N\n");
 	exit(2);
 }
@@ -1107,8 +1209,8 @@ int main(int argc, char **argv)
 {
 	long hold_mib = -1, seconds = 0, fuzz_n = -1, singly = -1;
 	uint64_t seed = 0;
-	bool bye = true, lock_on_signal = false;
-	char **raw = NULL, **refuse = NULL;
+	bool bye = true, lock_on_signal = false, reuse = false;
+	char **raw = NULL, **refuse = NULL, **timed = NULL;
 	uint64_t *batch, pfns[4];
 	char *pages;
 	int i;
@@ -1126,6 +1228,8 @@ int main(int argc, char **argv)
 			raw = &argv[i + 1], i += 3;
 		else if (!strcmp(argv[i], "--refused") && i + 2 < argc)
 			refuse = &argv[i + 1], i += 2;
+		else if (!strcmp(argv[i], "--time-batch") && i + 2 < argc)
+			timed = &argv[i + 1], i += 2;
 		else if (!strcmp(argv[i], "--fuzz") && i + 1 < argc)
 			fuzz_n = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--no-bye"))
@@ -1134,6 +1238,8 @@ int main(int argc, char **argv)
 			seed = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--lock-on-signal"))
 			lock_on_signal = true;
+		else if (!strcmp(argv[i], "--reuse"))
+			reuse = true;
 		else if (!strcmp(argv[i], "--lock-singly") && i + 1 < argc)
 			singly = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
@@ -1153,11 +1259,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (hold_mib > 0)
-		return hold(hold_mib, seconds, lock_on_signal);
+		return hold(hold_mib, seconds, lock_on_signal, reuse);
 	if (fuzz_n >= 0)
 		return fuzz(fuzz_n, seed, bye);
 	if (singly > 0)
 		return lock_singly(singly);
+	if (timed)
+		return time_batch(strtoull(timed[0], NULL, 0),
+				  (int)strtol(timed[1], NULL, 0));
 	if (refuse)
 		return refused(strtoull(refuse[0], NULL, 0),
 			       strtoull(refuse[1], NULL, 0));
