@@ -39,21 +39,7 @@ check_eq "load: giving memory back is on by default" \
 check "load: the kernel log says so" \
 	guest "dmesg | grep -q 'vmw_balloon: version $version loaded.*gives memory back under pressure'"
 
-# The program: touches MiB of anonymous memory, holds it, and says so.
-"$vm" ssh "$GUEST" -- "cat > /root/touch.py" <<'EOF'
-import mmap, sys, time
-mib, hold = int(sys.argv[1]), float(sys.argv[2])
-start = time.monotonic()
-m = mmap.mmap(-1, mib << 20)
-chunk = b"\x5a" * (1 << 20)
-for i in range(mib):
-    m[i << 20:(i + 1) << 20] = chunk
-took = time.monotonic() - start
-time.sleep(hold)
-ok = all(m[(i << 20) + 4095] == 0x5a for i in range(mib))
-print("touched %d MiB in %.1f s, %s" % (mib, took, "intact" if ok else "CORRUPT"))
-sys.exit(0 if ok else 1)
-EOF
+copy_touch_memory
 
 # baseline: no balloon, caches dropped
 check "setup: the balloon is empty at the start" wait_for 30 host_locked_is 0
@@ -159,7 +145,7 @@ trap 'rm -f "$samples"' EXIT
 ) >"$samples" 2>/dev/null &
 sampler=$!
 start=$SECONDS
-out=$(guest "python3 /root/touch.py $workload_mib $hold_s" 2>&1)
+out=$(guest "python3 /root/touch-memory.py $workload_mib $hold_s" 2>&1)
 rc=$?
 ended=$SECONDS
 note "workload: $out (exit $rc, $((ended - start)) s)"
@@ -248,7 +234,7 @@ if [[ ${VMB_PRESSURE_COMPARE:-0} == 1 ]]; then
 	avail1=$(avail_now)
 	shrinks0=$(guest_stat shrink)
 	start=$SECONDS
-	out=$(guest "timeout 600 python3 /root/touch.py $workload_mib $hold_s" 2>&1)
+	out=$(guest "timeout 600 python3 /root/touch-memory.py $workload_mib $hold_s" 2>&1)
 	rc=$?
 	took=$((SECONDS - start))
 	locked=$(host_get x-locked-frames)

@@ -426,6 +426,13 @@ install_deb() {
 		bail "apt install of the package failed"
 }
 
+# copy_touch_memory: the program that touches memory as a workload
+# (tests/lib/touch-memory.py) to /root/touch-memory.py in $GUEST
+copy_touch_memory() {
+	"$vm" ssh "$GUEST" -- "cat > /root/touch-memory.py" <"$root/tests/lib/touch-memory.py" ||
+		bail "copy touch-memory.py into the guest"
+}
+
 # hand_in_as NAME DIR: `vm start --file` puts a folder in /opt/vmb under
 # its path's last name; this names DIR NAME, as "$handed/NAME" (a link
 # in a temporary folder that goes when the test ends).
