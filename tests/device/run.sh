@@ -305,7 +305,7 @@ note "guest reboot"
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 &'
 check "hold 64 MiB: locked" wait_for 300 eval \
 	'[[ $(host_get x-locked-frames) == 16384 ]]'
-"$vm" reboot "$name" >&2 || bail "reboot the guest"
+"$vm" reboot "$name" --timeout 900 >&2 || bail "reboot the guest"
 check_eq "reboot: the host forgot the locks" "$(host_get x-locked-frames)" 0
 check_eq "reboot: nothing granted" "$(host_get x-granted-capabilities)" 0
 check_eq "reboot: the target is kept" "$(host_get x-target-frames)" 1000
