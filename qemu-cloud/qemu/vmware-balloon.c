@@ -141,11 +141,12 @@
  *     does.
  *   - START forgets every lock.  A guest reset (system_reset, and any
  *     reset but the wake-up one) forgets every lock and the grant but keeps
- *     the target.  Suspend to RAM and the wake-up (system_wakeup, a reset
- *     of type RESET_TYPE_WAKEUP) keep everything: the guest kept its
- *     memory.  A suspended guest migrates as such, and its wake-up on the
- *     new host is that same kind of reset, so nothing about sleep needs to
- *     travel.
+ *     the target; one while the guest is suspended to RAM also answers
+ *     RESET until START, since the firmware may resume the guest.  Suspend
+ *     to RAM and the wake-up (system_wakeup, a reset of type
+ *     RESET_TYPE_WAKEUP) keep everything: the guest kept its memory.  A
+ *     suspended guest migrates as such, and its wake-up on the new host is
+ *     that same kind of reset, so nothing about sleep needs to travel.
  *   - What a guest gets wrong (bad batch pages, invalid entries, ...) is
  *     logged as a guest error (-d guest_errors), host memory it fails to
  *     release as a warning; both at most 10 messages a minute, so that a
@@ -209,6 +210,7 @@
 #include "system/balloon.h"
 #include "system/hostmem.h"
 #include "system/hw_accel.h"
+#include "system/runstate.h"
 #include "exec/address-spaces.h"
 #include "exec/cpu-common.h"
 #include "exec/memory.h"
@@ -1426,7 +1428,14 @@ static void vmb_reset_enter(Object *obj, ResetType type)
     vmb_forget_locks(s);
     vmb_locked_changed(s, locked_before);
     vmb_set_granted(s, 0);
-    s->reset_pending = false;
+    /*
+     * A reset while the guest sleeps in S3 need not be a reboot: SeaBIOS
+     * takes it for the wake-up and resumes the guest, whose driver still
+     * counts its balloon.  Tell it that the host forgot everything (RESET
+     * until START, as from a restarted host); a guest that boots afresh
+     * sends START first anyway.
+     */
+    s->reset_pending = runstate_check(RUN_STATE_SUSPENDED);
     s->last_limit = 0;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
 }

@@ -406,8 +406,13 @@ check "reuse, restored: the pattern in the locked frames reads back intact" \
 	wait_for 300 guest 'grep -q "pattern intact in 16384 of 16384" /tmp/hold.log'
 check "reuse, restored: then unlocked" wait_for 300 host_locked_is 0
 
-note "system_reset while suspended to RAM, a new boot, a migration to a file and back"
-guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 &'
+# A system_reset while the guest sleeps in S3 is a cold reset for QEMU's
+# devices, but SeaBIOS takes it for the wake-up and resumes the guest:
+# the guest still holds the pages it handed over, and the host has
+# forgotten them.  The host must say so (RESET until START), and memory
+# the guest then uses must survive a migration.
+note "system_reset while suspended to RAM, then a pattern across a migration to a file and back"
+guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "reset in S3: 64 MiB locked" wait_for 300 host_locked_is 16384
 boot_id=$(guest cat /proc/sys/kernel/random/boot_id)
 guest 'systemd-run --quiet --on-active=2 sh -c "echo mem > /sys/power/state"'
@@ -417,13 +422,23 @@ check "reset in S3: the host forgot the locks" wait_for 30 host_locked_is 0
 # QEMU leaves a machine reset while suspended in "prelaunch"
 wait_for 30 eval '! qmp query-status | grep -q "\"suspended\""'
 qmp query-status | grep -q '"prelaunch"' && qmp cont >/dev/null
-check "reset in S3: the guest boots again" wait_for 600 boot_id_is_not "$boot_id"
+check "reset in S3: the guest runs again" wait_for 600 eval \
+	'[[ $("$vm" ssh "$name" --timeout 30 -- cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null) =~ ^[0-9a-f-]{36}$ ]]'
+if [[ $(guest cat /proc/sys/kernel/random/boot_id) == "$boot_id" ]]; then
+	note "reset in S3: the firmware resumed the guest (same boot)"
+	check_eq "reset in S3, resumed: the host asks the guest to start over (GET_TARGET gets RESET)" \
+		"$(raw 1 0 0)" 0x7
+	guest 'kill -9 $(cat /tmp/hold.pid)'
+else
+	note "reset in S3: the guest booted afresh"
+fi
 mib=$(write_pattern)
-check "reset in S3: the new boot wrote a pattern over ${mib:-no} MiB" test -n "$mib"
+check "reset in S3: the guest wrote a pattern over ${mib:-no} MiB" test -n "$mib"
 round_trip "reset in S3"
 check "reset in S3, restored: the pattern reads back intact" pattern_intact
 check_eq "reset in S3, restored: nothing locked" "$(host_get x-locked-frames)" 0
 drop_pattern
+raw 0 0 0 >/dev/null
 
 # kexec: the old kernel's locks outlive it; the new one (a plain PC loads no
 # balloon driver) never says START, so the host still counts them.
