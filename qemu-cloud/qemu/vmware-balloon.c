@@ -1386,8 +1386,8 @@ static void vmb_realize(DeviceState *dev, Error **errp)
         .region_del = vmb_ram_region_del,
         .commit = vmb_ram_commit,
     };
+    /* calls region_add for what is mapped now, then commit */
     memory_listener_register(&s->ram_listener, &address_space_memory);
-    vmb_ram_commit(&s->ram_listener);
 
     memory_region_init_io(&s->io, OBJECT(s), &vmb_io_ops, s,
                           TYPE_VMWARE_BALLOON, VMB_IO_SIZE);

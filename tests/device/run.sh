@@ -387,9 +387,13 @@ write_pattern() {
 }
 pattern_intact() { guest 'sha256sum </mnt/pattern/p | cmp -s - /root/pattern.sha'; }
 drop_pattern() { guest 'umount /mnt/pattern; rm -f /root/pattern.sha'; }
+# boot_id_now: the guest's boot id, or nothing while it does not answer
+boot_id_now() {
+	"$vm" ssh "$name" --timeout 30 -- cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null
+}
 boot_id_is_not() {
 	local id
-	id=$("$vm" ssh "$name" --timeout 30 -- cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null)
+	id=$(boot_id_now)
 	[[ $id =~ ^[0-9a-f-]{36}$ && $id != "$1" ]]
 }
 
@@ -422,8 +426,7 @@ check "reset in S3: the host forgot the locks" wait_for 30 host_locked_is 0
 # QEMU leaves a machine reset while suspended in "prelaunch"
 wait_for 30 eval '! qmp query-status | grep -q "\"suspended\""'
 qmp query-status | grep -q '"prelaunch"' && qmp cont >/dev/null
-check "reset in S3: the guest runs again" wait_for 600 eval \
-	'[[ $("$vm" ssh "$name" --timeout 30 -- cat /proc/sys/kernel/random/boot_id 2>/dev/null </dev/null) =~ ^[0-9a-f-]{36}$ ]]'
+check "reset in S3: the guest runs again" wait_for 600 eval '[[ $(boot_id_now) =~ ^[0-9a-f-]{36}$ ]]'
 if [[ $(guest cat /proc/sys/kernel/random/boot_id) == "$boot_id" ]]; then
 	note "reset in S3: the firmware resumed the guest (same boot)"
 	check_eq "reset in S3, resumed: the host asks the guest to start over (GET_TARGET gets RESET)" \
