@@ -319,15 +319,11 @@ check "QMP migrate to a file completed" migrate_to_file "$state"
 "$vm" stop "$name" --kill >&2
 # The device's state: standard VMState fields, which QEMU's own
 # analyze-migration.py reads; its size is the sum of its fields.
-analyze=$(dirname "$qemu")/../scripts/analyze-migration.py
-dev_state=$(python3 "$analyze" -f "$state" 2>/dev/null |
-	json_get 'json.dumps(next(v for k, v in j.items() if k.startswith("vmware-balloon")))' 2>/dev/null)
+dev_state=$(device_state "$state")
 check "analyze-migration.py reads the device's state" test -n "$dev_state"
 check_eq "... locked_frames in it" \
 	"$(json_get 'int(j["locked_frames"], 0)' <<<"${dev_state:-null}" 2>/dev/null)" 16384
-dev_bytes=$(python3 "$analyze" -f "$state" -d desc 2>/dev/null | json_get 'sum(
-	f["size"] * f.get("array_len", 1) for d in j["devices"] if d["name"] == "vmware-balloon"
-	for f in d["fields"])' 2>/dev/null)
+dev_bytes=$(device_state_bytes "$state")
 note "device state: ${dev_bytes:-?} bytes with 16384 4 KiB frames locked"
 # A stream whose device state is wrong fails to load, with the device's
 # reason, and QEMU does not crash.

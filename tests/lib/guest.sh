@@ -294,6 +294,25 @@ migrate_to_file() {
 	wait_for 600 migration_status_is "completed|failed"
 	migration_status_is completed
 }
+# device_state FILE [desc]: the vmware-balloon device's part of the
+# migration stream FILE as JSON, read by QEMU's own analyze-migration.py
+# (of the QEMU the guests run): its field values, or with desc its VMState
+# description (name, type and size of every field)
+device_state() {
+	local qemu=${VMB_QEMU:-$("$root/qemu-cloud/qemu/build.sh" | tail -n 1)}
+	python3 "$(dirname "$qemu")/../scripts/analyze-migration.py" -f "$1" ${2:+-d "$2"} 2>/dev/null |
+		python3 -c 'import json, sys
+j = json.load(sys.stdin)
+if "devices" in j:
+    print(json.dumps(next(d for d in j["devices"] if d["name"] == "vmware-balloon")))
+else:
+    print(json.dumps(next(v for k, v in j.items() if k.startswith("vmware-balloon"))))'
+}
+# device_state_bytes FILE: the size of that state, the sum of its fields
+device_state_bytes() {
+	device_state "$1" desc | python3 -c 'import json, sys
+print(sum(f["size"] * f.get("array_len", 1) for f in json.load(sys.stdin)["fields"]))'
+}
 migration_status_is() {
 	"$vm" qmp "$GUEST" query-migrate | grep -Eq "\"status\": \"($1)\""
 }
