@@ -366,7 +366,7 @@ use_suite() {
 # same of DKMS's copy. Sets intree, moddir and ko.
 # shellcheck disable=SC2034 # moddir and ko are the test's to read
 learn_kernel_module() {
-	intree=$(guest modinfo -n vmw_balloon)
+	intree=$(guest modinfo -k "$kver" -n vmw_balloon)
 	note "the kernel's own module: $intree"
 	if [[ $intree =~ ^(/usr)?/lib/modules/"$kver"/kernel/drivers/misc/vmw_balloon(\.ko(\.xz|\.zst|\.gz)?)$ ]]; then
 		pass "the kernel has its own vmw_balloon module in its tree"
