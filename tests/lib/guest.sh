@@ -294,6 +294,10 @@ migrate_to_file() {
 	wait_for 600 migration_status_is "completed|failed"
 	migration_status_is completed
 }
+migration_status_is() {
+	"$vm" qmp "$GUEST" query-migrate | grep -Eq "\"status\": \"($1)\""
+}
+
 # device_state FILE [desc]: the vmware-balloon device's part of the
 # migration stream FILE as JSON, read by QEMU's own analyze-migration.py
 # (of the QEMU the guests run): its field values, or with desc its VMState
@@ -312,9 +316,6 @@ else:
 device_state_bytes() {
 	device_state "$1" desc | python3 -c 'import json, sys
 print(sum(f["size"] * f.get("array_len", 1) for f in json.load(sys.stdin)["fields"]))'
-}
-migration_status_is() {
-	"$vm" qmp "$GUEST" query-migrate | grep -Eq "\"status\": \"($1)\""
 }
 
 host_locked_is() {
