@@ -136,24 +136,28 @@ check_reports "pressure"
 
 # 5. the exact leak check, to the page: page_owner's stacks file (6.10+)
 # gives, for every allocation stack, the base pages it holds now; summed
-# over the stacks that pass through the balloon's two page allocators, it
-# is the balloon, exactly, while the balloon is full, and 0 once it is
-# empty. (Reading /sys/kernel/debug/page_owner itself, a record per
-# allocated page with its stack symbolized, gave an empty count here
-# under TCG, full or not: too slow for the ssh limit, or it failed.)
-# page_owner names the module only
-# while it is loaded: a page leaked by an instance unloaded in the reload
-# cycles shows as a bare address, which this does not count (the reload
-# case's slab and MemAvailable checks in reliability.sh look for those).
-balloon_pages_owned='awk -v RS= "/\\[vmw_balloon\\]/ && /vmb_os_page_alloc|vmb_pages_4k_alloc/ &&
-	match(\$0, /nr_base_pages: [0-9]+/) {n += substr(\$0, RSTART + 15, RLENGTH - 15)}
-	END {print n + 0}" /sys/kernel/debug/page_owner_stacks/show_stacks'
+# over the stacks in which vmw_balloon called the page allocator itself
+# (tests/lib/page-owner-balloon.awk), it is the balloon, exactly, while the
+# balloon is full, and 0 once it is empty. (Reading
+# /sys/kernel/debug/page_owner itself, a record per allocated page with
+# its stack symbolized, gave an empty count here under TCG, full or not:
+# too slow for the ssh limit, or it failed.) page_owner names the module
+# only while it is loaded: a page leaked by an instance unloaded in the
+# reload cycles shows as a bare address, which this does not count (the
+# reload case's slab and MemAvailable checks in reliability.sh look for
+# those). An unreadable or empty file gives no count, never 0.
+balloon_pages_owned() {
+	local stacks
+	stacks=$(guest cat /sys/kernel/debug/page_owner_stacks/show_stacks) || return 1
+	grep -q '^nr_base_pages: ' <<<"$stacks" || return 1
+	awk -f "$root/tests/lib/page-owner-balloon.awk" <<<"$stacks"
+}
 fill "page_owner: setup" $((512 * mib))
-full=$(guest "$balloon_pages_owned")
+full=$(balloon_pages_owned)
 check_eq "page_owner: with 512 MiB ballooned its stacks hold exactly the balloon's pages" "${full:-none}" $((512 * mib))
 fill "page_owner: deflates" 0
 check_nothing_held "page_owner"
-empty=$(guest "$balloon_pages_owned")
+empty=$(balloon_pages_owned)
 check_eq "page_owner: once the balloon is empty no page allocated through vmw_balloon is left" "${empty:-none}" 0
 
 # 6. suspend to RAM with the balloon full, then wake up
