@@ -20,7 +20,7 @@ BEGIN {
 	for (i = 1; i <= NF; i++) {
 		if ($i !~ /\[vmw_balloon\]$/)
 			continue
-		if (i > 1 && $(i - 1) ~ /^ *(_*[a-z_]*alloc_pages[a-z_]*|balloon_page_alloc)\+/ &&
+		if (i > 1 && $(i - 1) ~ /^ *([a-z_]*alloc_pages[a-z_]*|balloon_page_alloc)\+/ &&
 		    match($0, /nr_base_pages: [0-9]+/))
 			pages += substr($0, RSTART + 15, RLENGTH - 15)
 		break
