@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """bench/bench.py - how fast and how cheaply three balloons do the same work.
 
 One run, one machine, one QEMU build, the same bookworm guest image:

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """bench/selftest.py - bench.py's arithmetic and host-side readings, without guests.
 
 1. The RAM mapping, its Rss and the pagemap, read from a stand-in process

@@ -88,7 +88,7 @@ raw_rbx() {
 
 # json_get EXPRESSION: evaluate a Python expression on the JSON in stdin (j)
 json_get() {
-	python3 -c 'import json, sys; j = json.load(sys.stdin); print('"$1"')'
+	/usr/bin/python3 -c 'import json, sys; j = json.load(sys.stdin); print('"$1"')'
 }
 
 # boot DEVICE-OPTS [VM-START-ARGS...]

@@ -118,7 +118,7 @@ stop_listening() {
 # monitor passes on at most one a second, the newest at the end of it)
 last_balloon_change() {
 	grep '"BALLOON_CHANGE"' "$events_log" | tail -n 1 |
-		python3 -c 'import json, sys; print(json.load(sys.stdin)["data"]["actual"])' 2>/dev/null
+		/usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["data"]["actual"])' 2>/dev/null
 }
 
 # balloon_keep MIB: ask, as QEMU's `balloon` command does, that the guest
@@ -304,8 +304,8 @@ migration_status_is() {
 # description (name, type and size of every field)
 device_state() {
 	local qemu=${VMB_QEMU:-$("$root/qemu-cloud/qemu/build.sh" | tail -n 1)}
-	python3 "$(dirname "$qemu")/../scripts/analyze-migration.py" -f "$1" ${2:+-d "$2"} 2>/dev/null |
-		python3 -c 'import json, sys
+	/usr/bin/python3 "$(dirname "$qemu")/../scripts/analyze-migration.py" -f "$1" ${2:+-d "$2"} 2>/dev/null |
+		/usr/bin/python3 -c 'import json, sys
 j = json.load(sys.stdin)
 if "devices" in j:
     print(json.dumps(next(d for d in j["devices"] if d["name"] == "vmware-balloon")))
@@ -314,7 +314,7 @@ else:
 }
 # device_state_bytes FILE: the size of that state, the sum of its fields
 device_state_bytes() {
-	device_state "$1" desc | python3 -c 'import json, sys
+	device_state "$1" desc | /usr/bin/python3 -c 'import json, sys
 print(sum(f["size"] * f.get("array_len", 1) for f in json.load(sys.stdin)["fields"]))'
 }
 
