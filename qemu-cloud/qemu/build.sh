@@ -171,7 +171,7 @@ jobs=${VMB_BUILD_JOBS:-$(nproc)}
 # is sourced at the top)
 if ((sanitize)); then
 	# (10.0 has no --enable-sanitizers any more: one option each)
-	configure_args+=(--enable-asan --enable-ubsan)
+	configure_args+=(--enable-asan --enable-ubsan --enable-debug-info)
 	# QEMU frees not everything at exit; leaks are not what the fuzz is for
 	export ASAN_OPTIONS=detect_leaks=0
 fi
