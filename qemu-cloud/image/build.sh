@@ -145,6 +145,7 @@ fi
 
 say "bootstrapping Debian $suite into $work/root (a few minutes)"
 mmdebstrap --mode=root --variant=minbase --format=directory "${apt_options[@]}" \
+	--dpkgopt=force-unsafe-io \
 	--include="$(
 		IFS=,
 		echo "${packages[*]}"
