@@ -68,7 +68,7 @@ check-long:
 	tests/run --long
 
 deb: $(DEB)
-$(DEB): dkms.conf $(MODULE_SOURCES) $(wildcard debian/* debian/source/*)
+$(DEB): dkms.conf $(MODULE_SOURCES) $(wildcard debian/* debian/source/* debian/modprobe.d/*)
 	tests/lib/need-packages dpkg-dev debhelper dh-dkms fakeroot
 	rm -rf $(BUILD)/deb
 	mkdir -p $(BUILD)/deb/vmw-balloon-$(VERSION)
@@ -82,11 +82,15 @@ repo: $(DEB)
 	debian/make-repo $(BUILD)/repo $(DEB)
 
 rpm: $(RPM)
-$(RPM): dkms.conf README.md $(MODULE_SOURCES) rpm/vmw-balloon-dkms.spec
+# The loader and its modprobe.d rule are the .deb's (debian/); COPYING,
+# the GPL-2.0 text, is Debian's copy (base-files) for %license.
+RPM_EXTRA := debian/load-vmw-balloon debian/modprobe.d/vmw-balloon-dkms.conf
+$(RPM): dkms.conf README.md $(MODULE_SOURCES) $(RPM_EXTRA) rpm/vmw-balloon-dkms.spec
 	tests/lib/need-packages rpm
 	rm -rf $(BUILD)/rpm
 	mkdir -p $(BUILD)/rpm/SOURCES $(BUILD)/rpm/vmw-balloon-$(VERSION)
-	cp dkms.conf README.md $(BUILD)/rpm/vmw-balloon-$(VERSION)/
+	cp dkms.conf README.md $(RPM_EXTRA) $(BUILD)/rpm/vmw-balloon-$(VERSION)/
+	cp /usr/share/common-licenses/GPL-2 $(BUILD)/rpm/vmw-balloon-$(VERSION)/COPYING
 	cd src && cp --parents $(MODULE_SOURCES:src/%=%) $(CURDIR)/$(BUILD)/rpm/vmw-balloon-$(VERSION)/
 	tar -C $(BUILD)/rpm -czf $(BUILD)/rpm/SOURCES/vmw-balloon-$(VERSION).tar.gz \
 		--owner=0 --group=0 --sort=name vmw-balloon-$(VERSION)

@@ -2,8 +2,9 @@
 # The .deb and the .rpm ship exactly dkms.conf and the module's sources in
 # /usr/src/vmw_balloon-<version>/ (src/ with its probes/ subdirectory): no
 # build products, no VCS files. Apart from that, only documentation under
-# /usr/share/doc, and in the .deb the Secure Boot check (debian/secure-boot-check)
-# and the unit that runs it at boot.
+# /usr/share/doc (and the licence under /usr/share/licenses in the .rpm),
+# and the program that loads vmw_balloon (debian/load-vmw-balloon) with the
+# modprobe.d install rule that runs it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
@@ -27,7 +28,7 @@ inspect() {	# name, list of files (no leading ./ or /), files allowed besides
 		diff <(echo "$want") <(echo "$got") || true
 		fail=1
 	fi
-	extra=$(grep -v -e "^$srcdir/" -e '^usr/share/doc/' <<<"$files" |
+	extra=$(grep -v -e "^$srcdir/" -e '^usr/share/doc/' -e '^usr/share/licenses/' <<<"$files" |
 		grep -vxF -e "${allowed:-/}" || true)
 	if [[ -n $extra ]]; then
 		echo "WRONG: $name ships files elsewhere: $extra"
@@ -40,13 +41,15 @@ inspect() {	# name, list of files (no leading ./ or /), files allowed besides
 }
 
 inspect "$deb" "$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||')" \
-	"usr/lib/vmw-balloon-dkms/secure-boot-check
-lib/systemd/system/vmw-balloon-dkms.service"
+	"usr/lib/vmw-balloon-dkms/load-vmw-balloon
+lib/modprobe.d/vmw-balloon-dkms.conf"
 inspect "$rpm" "$(rpm -qpl "$rpm" 2>/dev/null | sed 's|^/||' |
 	while read -r f; do	# its directories
-		[[ $f == "$srcdir" || $f == "$srcdir/probes" ||
+		[[ $f == "$srcdir" || $f == "$srcdir/probes" || $f == usr/lib/vmw-balloon-dkms ||
 			$f == usr/share/doc/vmw-balloon-dkms-$version ]] || echo "$f"
-	done)"
+	done)" \
+	"usr/lib/vmw-balloon-dkms/load-vmw-balloon
+usr/lib/modprobe.d/vmw-balloon-dkms.conf"
 
 # the shipped dkms.conf is the repository's, version filled in
 tmp=$(mktemp -d)
