@@ -4,8 +4,9 @@
 # disk: the guest has no network) and installs the package with
 # `rpm -i --nodeps`, since rpm's own database there knows nothing of dkms.
 # Its %post runs dkms add, build and install; after a reboot the DKMS module
-# autoloads and balloons; `rpm -e` removes it and the kernel's own driver
-# comes back. Verdicts come from the guest and from the emulated host.
+# autoloads and balloons; with module signatures enforced the kernel's own
+# loads in its place and balloons; `rpm -e` removes it and the kernel's own
+# driver comes back. Verdicts come from the guest and from the emulated host.
 # shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
 suite=bookworm
@@ -47,6 +48,25 @@ check "balloon: the host holds $want frames within 60 s" wait_for 60 host_locked
 check "balloon: the driver's debugfs current agrees" wait_for 30 eval '[[ $(guest_stat current) == "$want" ]]'
 balloon_keep 2048
 check "balloon: it empties within 60 s" wait_for 60 host_locked_is 0
+
+# Module signatures enforced (turned on at run time, as module.sig_enforce=1
+# at boot would have them): the kernel refuses DKMS's module, and the
+# package's install rule loads the kernel's own instead. Here DKMS (Debian's
+# 3.0) left that module in the kernel's tree; RPM systems' DKMS moves it to
+# /var/lib/dkms, which the loader looks in first (the trixie Secure Boot
+# test covers that path).
+check "sig_enforce: setup: enforcement on, DKMS's module unloaded" \
+	guest 'echo Y > /sys/module/module/parameters/sig_enforce && rmmod vmw_balloon'
+check "sig_enforce: modprobe vmw_balloon succeeds" guest modprobe vmw_balloon
+check "sig_enforce: the loaded vmw_balloon is the kernel's own" \
+	guest 'test -d /sys/module/vmw_balloon && test ! -e /sys/module/vmw_balloon/version &&
+		! grep -q O /sys/module/vmw_balloon/taint'
+check "sig_enforce: the journal says what was loaded instead, and why" \
+	guest "journalctl -b -o cat -t vmw-balloon-dkms | grep -q \"the kernel refused DKMS's vmw_balloon $version .*: loaded the kernel's own vmw_balloon instead\""
+balloon_keep 1536
+check "sig_enforce: the kernel's own driver balloons $want frames" wait_for 120 host_locked_is "$want"
+balloon_keep 2048
+check "sig_enforce: and empties" wait_for 120 host_locked_is 0
 
 out=$(guest "rpm -e vmw-balloon-dkms 2>&1")
 rc=$?

@@ -3,9 +3,12 @@
 # any key is enrolled (`vm start --secure-boot`: shim, signed GRUB, signed
 # cloud kernel, OVMF with Microsoft's keys). The kernel is locked down and
 # refuses DKMS's module, whose key nobody enrolled. Installing the package
-# must not take ballooning away: after a reboot the kernel's own
-# vmw_balloon is the one that loads and balloons 1 GiB, and the package
-# says, at install and in the journal at every boot, what to run.
+# must not take ballooning away: after a reboot the package's modprobe.d
+# install rule has the kernel try DKMS's module, the kernel refuses it, and
+# the kernel's own vmw_balloon is loaded instead, from wherever DKMS left
+# it (DKMS 3.0, bookworm, leaves it in the kernel's tree; 3.1 and later,
+# trixie and sid, move it to /var/lib/dkms), and balloons 1 GiB. The
+# package says, at install and in the journal at every load, what to run.
 # Verdicts come from the guest and from the emulated host.
 #
 #   tests/guest/secureboot.sh [--enroll] [SUITE]    bookworm (default) or trixie
@@ -54,6 +57,8 @@ check "secure boot: the kernel saw VMware" guest 'dmesg | grep -q "Hypervisor de
 learn_kernel_module
 check "before install: the kernel's own vmw_balloon is loaded, not out-of-tree" \
 	guest "test -d /sys/module/vmw_balloon && ! grep -q O /sys/module/vmw_balloon/taint"
+# what tells the kernel's own module from DKMS's once loaded
+intree_ids=$(guest 'cat /sys/module/vmw_balloon/srcversion /sys/module/vmw_balloon/version 2>/dev/null')
 
 # b. install: DKMS builds and signs with its own key, which the kernel
 # does not trust; the package says so and exactly what to run
@@ -68,27 +73,40 @@ dkms_ko=$moddir/updates/dkms/vmw_balloon$ko
 signer=$(guest modinfo -F signer "$dkms_ko")
 note "DKMS's module is signed by: '${signer:-nobody}'"
 check "install: DKMS signed its module" test -n "$signer"
-check "install: the package says the kernel does not trust the module's key" \
-	grep -q "vmw-balloon-dkms: WARNING: Secure Boot is on and the kernel does not trust the key" <<<"$apt_output"
+check "install: the package says the kernel does not hold the key that signed the module" \
+	grep -q "vmw-balloon-dkms: Secure Boot .* is on and the kernel may refuse DKMS's vmw_balloon $(ere "$version") for $(ere "$kver"): the kernel does not hold the key that signed it" <<<"$apt_output"
 check "install: the package says exactly what to run" \
-	grep -qF "vmw-balloon-dkms: To trust it, run: mokutil --import /var/lib/dkms/mok.pub" <<<"$apt_output"
+	grep -qF "vmw-balloon-dkms: to have DKMS's vmw_balloon loaded, enroll its key: mokutil --import /var/lib/dkms/mok.pub" <<<"$apt_output"
 check "install: the key it names is DKMS's" guest test -s /var/lib/dkms/mok.pub
-check_eq "install: modprobe would load the kernel's own vmw_balloon" \
-	"$(guest modinfo -n vmw_balloon)" "$intree"
+check "install: every load of vmw_balloon goes through the package's install rule" \
+	guest 'modprobe -c | grep -q "^install vmw_balloon .*/usr/lib/vmw-balloon-dkms/load-vmw-balloon"'
+where=$(guest "test -e '$intree' && echo kept || echo moved")
+note "after the install, the kernel's own module was $where by DKMS"
+if [[ $suite == bookworm ]]; then
+	check_eq "install: DKMS 3.0 left the kernel's own module in its tree" "$where" kept
+else
+	check_eq "install: DKMS 3.1 or later moved the kernel's own module away" "$where" moved
+fi
 
-# c. reboot: udev loads the kernel's own module, nothing is refused
+# c. reboot: udev's load tries DKMS's module, the kernel refuses it, and
+# the kernel's own is loaded instead
 "$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
 check "reboot: vmw_balloon is loaded" guest 'test -d /sys/module/vmw_balloon'
 check "reboot: it is the kernel's own (not out-of-tree)" guest '! grep -q O /sys/module/vmw_balloon/taint'
-check "reboot: the kernel refused no module" \
-	guest '! dmesg | grep -Ei "Key was rejected|module verification failed|Loading of unsigned module"'
+check_eq "reboot: it is the kernel's own build (its srcversion or, unversioned, no version)" \
+	"$(guest 'cat /sys/module/vmw_balloon/srcversion /sys/module/vmw_balloon/version 2>/dev/null')" \
+	"$intree_ids"
 check "reboot: still locked down" guest "grep -Eq '\[(integrity|confidentiality)\]' /sys/kernel/security/lockdown"
-journal=$(guest journalctl -b -o cat -u vmw-balloon-dkms.service)
+journal=$(guest journalctl -b -o cat -t vmw-balloon-dkms)
 sed 's/^/#   journal | /' <<<"$journal"
+check "reboot: the journal says the kernel refused DKMS's module and the kernel's own was loaded" \
+	grep -q "the kernel refused DKMS's vmw_balloon $(ere "$version") .*: loaded the kernel's own vmw_balloon instead" <<<"$journal"
 check "reboot: the journal of this boot says what to run" \
-	grep -qF "To trust it, run: mokutil --import /var/lib/dkms/mok.pub" <<<"$journal"
+	grep -qF "enroll its key: mokutil --import /var/lib/dkms/mok.pub" <<<"$journal"
 check "reboot: at warning priority" \
-	guest 'journalctl -b -p warning -o cat -u vmw-balloon-dkms.service | grep -q "does not trust"'
+	guest 'journalctl -b -p warning -o cat -t vmw-balloon-dkms | grep -q "refused DKMS"'
+check "reboot: one load, one fallback (the journal has one refusal)" \
+	eval '(( $(guest "journalctl -b -o cat -t vmw-balloon-dkms | grep -c \"refused DKMS\"") == 1 ))'
 
 # d. it balloons: 1 GiB of the 2 GiB guest, and back
 want=$((1024 * 1024 / 4))
@@ -101,6 +119,21 @@ check "balloon: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
 
 note "the no-key part took $((SECONDS - step_start)) s"
 if ((!enroll)); then
+	# e. purge: DKMS's module goes, the kernel's own is back where its
+	# package put it (DKMS 3.1 and later move it back), and the kernel's
+	# package verifies clean
+	out=$(guest "DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms 2>&1")
+	check_eq "purge: apt purge exits 0" "$?" 0
+	check_eq "purge: dkms knows no vmw_balloon" "$(guest dkms status vmw_balloon)" ""
+	check "purge: the kernel's own module is back in its place" guest test -f "$intree"
+	check_eq "purge: modinfo -n is the kernel's own module" "$(guest modinfo -n vmw_balloon)" "$intree"
+	# dpkg knows the file by the path its package gives (/lib or /usr/lib)
+	image_pkg=$(guest "dpkg -S '$intree' 2>/dev/null || dpkg -S \"\$(readlink -f '$intree')\"" | cut -d: -f1)
+	verify=$(guest dpkg --verify "$image_pkg" 2>&1)
+	note "dpkg --verify $image_pkg: ${verify:-clean}"
+	check_eq "purge: dpkg --verify of the kernel's package ($image_pkg) is clean" "$verify" ""
+	check "purge: no install rule for vmw_balloon is left" \
+		guest '! modprobe -c | grep -q "^install vmw_balloon "'
 	finish
 	exit
 fi
@@ -168,7 +201,8 @@ check "enrolled: mokutil says DKMS's key is enrolled" \
 	guest 'mokutil --test-key /var/lib/dkms/mok.pub | grep -q "is already enrolled"'
 check "enrolled: still Secure Boot and locked down" \
 	guest "mokutil --sb-state | grep -qx 'SecureBoot enabled' && grep -Eq '\[(integrity|confidentiality)\]' /sys/kernel/security/lockdown"
-check "enrolled: the override is gone" guest '! test -e /etc/depmod.d/vmw-balloon-dkms-secureboot.conf'
+check "enrolled: the journal says DKMS's module was loaded" \
+	guest "journalctl -b -o cat -t vmw-balloon-dkms | grep -q \"loaded DKMS's vmw_balloon $version\""
 check_autoloaded
 check_eq "enrolled: modinfo -F signer names DKMS's key" "$(guest modinfo -F signer vmw_balloon)" "$signer"
 check "enrolled: the kernel refused no module" \
