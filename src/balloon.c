@@ -744,6 +744,17 @@ unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
 					      VMB_POLL_SLOW_MS;
 }
 
+/*
+ * The next glance waits twice as long: the target stayed where it was, or
+ * a cycle close by asks for it anyway. Glances stop once the wait would
+ * reach half of VMB_POLL_SLOW_MS (see vmb_glance_interval_ms()).
+ */
+static void vmb_glance_back_off(struct vmb_balloon *b)
+{
+	if (b->glance_wait_ms < VMB_POLL_SLOW_MS)
+		b->glance_wait_ms *= 2;
+}
+
 /**
  * vmb_glance() - a look at the target between two cycles
  * @b: the balloon
@@ -754,9 +765,14 @@ unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
  * sooner would not help. A connection that needs a reset waits for it too.
  * So does a glance when a cycle has just run or is due: at idle the two
  * timers fire in the same wakeup, and one question a second is enough
- * (a cycle right after a glance uses the glance's answer). A glance that
- * finds the target unchanged doubles the wait for the next one (see
- * vmb_glance_interval_ms()). Serialised like vmb_work().
+ * (a cycle right after a glance uses the glance's answer). Every glance
+ * but one that finds the target moved puts the next one further off, so
+ * that the OS, which queues the next glance at vmb_glance_interval_ms(),
+ * never keeps glancing at the same short wait: one that finds the target
+ * unchanged, or is skipped, doubles the wait; one whose GET_TARGET fails
+ * ends the glances until the target moves (a failing host would
+ * otherwise be asked up to ten times a second, for ever).
+ * Serialised like vmb_work().
  *
  * Return: true if the target moved (the OS should then ask
  * vmb_poll_interval_ms() anew), false if only the target was asked.
@@ -766,18 +782,21 @@ bool vmb_glance(struct vmb_balloon *b)
 	u64 prev_target = b->target;
 	u64 now = vmb_os_now_ms(b);
 
-	if (b->reset_required || !b->batch_max)
+	if (b->reset_required || !b->batch_max ||
+	    now - b->cycle_ms < VMB_POLL_GLANCE_MS ||
+	    now - b->cycle_ms + VMB_POLL_GLANCE_MS >= vmb_poll_interval_ms(b)) {
+		vmb_glance_back_off(b);
 		return false;
-	if (now - b->cycle_ms < VMB_POLL_GLANCE_MS ||
-	    now - b->cycle_ms + VMB_POLL_GLANCE_MS >= vmb_poll_interval_ms(b))
+	}
+	if (vmb_send_get_target(b) != VMB_SUCCESS) {
+		/* the cycles keep asking, once a second: that is enough */
+		b->glance_wait_ms = VMB_POLL_SLOW_MS;
 		return false;
-	if (vmb_send_get_target(b) != VMB_SUCCESS)
-		return false;
+	}
 	b->glance_ms = now;
 	b->glanced = true;
 	if (b->target == prev_target) {
-		if (b->glance_wait_ms < VMB_POLL_SLOW_MS)
-			b->glance_wait_ms *= 2;
+		vmb_glance_back_off(b);
 		return false;
 	}
 

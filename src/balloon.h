@@ -120,7 +120,8 @@ enum vmb_page_stat {
  * @glance_ms: when the last glance got the target
  * @glanced: @target is a glance's that no cycle has used yet
  * @glance_wait_ms: how long the next glance waits: VMB_POLL_GLANCE_MS after
- *	the target moved, doubled by every glance that found it unchanged
+ *	the target moved, doubled by every glance that found it unchanged or
+ *	was skipped, past the last glance's after a failed one
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat

@@ -1007,6 +1007,95 @@ static void test_glance_idle_rate(void)
 	shutdown_and_check(s, "idle rate");
 }
 
+/*
+ * A host whose GET_TARGET fails, right after the target moved, for 10
+ * simulated minutes, the guest awake every 30 ms: after the first 10 s
+ * the balloon asks at most 1.1 times a second, cycles and glances
+ * together. A failed glance must not be retried at the same short wait:
+ * the cycle asks once a second anyway. Once the host answers again, a
+ * move of the target is followed, and the glances start over.
+ */
+static void test_glance_failing_host(void)
+{
+	struct sim *s = setup(0x06);
+	struct timers t = { 0 };
+	u64 gets;
+
+	s->host.target = 1000;
+	timers_schedule(s, &t, 0);
+	run_timers(s, &t, 100, 30);
+	tap_eq(s->b.size, 1000, "failing GET_TARGET: inflated");
+
+	s->host.fail_always_cmd = VMB_CMD_GET_TARGET;
+	run_timers(s, &t, 10000, 30);
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	run_timers(s, &t, 590000, 30);
+	gets = s->host.calls[VMB_CMD_GET_TARGET] - gets;
+	tap_ok(gets <= 649,
+	       "failing GET_TARGET: at most 1.1 a second after the first 10 s (%llu in 590 s)",
+	       (unsigned long long)gets);
+	tap_ok(gets >= 590,
+	       "failing GET_TARGET: the cycles still ask once a second (%llu in 590 s)",
+	       (unsigned long long)gets);
+
+	s->host.fail_always_cmd = -1;
+	s->host.target = 2000;
+	run_timers(s, &t, VMB_POLL_SLOW_MS + 1, 30);
+	tap_eq(s->b.size, 2000,
+	       "failing GET_TARGET: a move followed once the host answers");
+	while (s->b.fast_polls && s->now_ms < t.cycle_at + 10000)
+		run_timers(s, &t, 1, 30);
+	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
+	       "failing GET_TARGET: glances start over after a move");
+	check_consistent(s, "failing GET_TARGET");
+	shutdown_and_check(s, "failing GET_TARGET");
+}
+
+/*
+ * A guest that wakes only for the cycle's timer: the glance's deferrable
+ * timer, expired since, fires in the same wakeup just before the cycle,
+ * which is due: the glance is skipped. Skipped like that, the glances
+ * still back off, until none is queued, rather than being queued at the
+ * same wait for ever.
+ */
+static void test_glance_skipped(void)
+{
+	struct sim *s = setup(0x06);
+	struct timers t = { 0 };
+	unsigned int sec, skipped = 0;
+	u64 gets;
+
+	s->host.target = 1000;
+	timers_schedule(s, &t, 0);
+	run_timers(s, &t, VMB_POLL_FAST_CYCLES * VMB_POLL_FAST_MS + 100, 30);
+	tap_eq(s->b.size, 1000, "skipped glances: inflated");
+	tap_eq(s->b.fast_polls, 0, "skipped glances: settled");
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	for (sec = 0; sec < 10; sec++) {
+		s->now_ms = t.cycle_at;
+		if (t.glance_at && s->now_ms >= t.glance_at) {
+			unsigned int glance;
+
+			skipped++;
+			tap_ok(!vmb_glance(&s->b),
+			       "skipped glances: nothing moved (%u)", sec);
+			glance = vmb_glance_interval_ms(&s->b);
+			t.glance_at = glance ? s->now_ms + glance : 0;
+		}
+		s->now_ms++;
+		timers_schedule(s, &t, vmb_work(&s->b));
+	}
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET] - gets, 10,
+	       "skipped glances: only the cycles ask");
+	tap_ok(skipped && skipped < 10,
+	       "skipped glances: some skipped, then none queued (%u)",
+	       skipped);
+	tap_eq(vmb_glance_interval_ms(&s->b), 0,
+	       "skipped glances: backed off until none is queued");
+	check_consistent(s, "skipped glances");
+	shutdown_and_check(s, "skipped glances");
+}
+
 /* The first failed allocation ends the cycle. */
 static void test_alloc_failure(void)
 {
@@ -1627,6 +1716,8 @@ int main(void)
 	test_glance();
 	test_glance_idle();
 	test_glance_idle_rate();
+	test_glance_failing_host();
+	test_glance_skipped();
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_unlock_one_pinned();
