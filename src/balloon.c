@@ -386,16 +386,20 @@ static void vmb_put_back_held(struct vmb_balloon *b)
  * unlock stays in the balloon: it is set aside until the deflation ends
  * and put back then, so that the pages behind it get their turn (on the
  * list's head, it would otherwise stop every deflation, one page per
- * command most of all). Each page is tried once per deflation at most. A
- * page the host says is not locked is free to go, but only on its own
- * status: a command that failed as a whole unlocked nothing, and ends the
- * deflation. A list is done when the OS gives no more pages from it: it
- * may hold some back for migration. Returns the frames freed.
+ * command most of all). Each page is tried once per deflation at most.
+ * The deflation ends with the chunk that brings the pages refused to
+ * VMB_MAX_REFUSED, as an inflation does: a host that refuses every unlock
+ * would otherwise have the whole balloon tried, one command per page in
+ * single-page mode. A page the host says is not locked is free to go, but
+ * only on its own status: a command that failed as a whole unlocked
+ * nothing, and ends the deflation. A list is done when the OS gives no
+ * more pages from it: it may hold some back for migration. Returns the
+ * frames freed.
  */
 static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 		       enum vmb_page_size first)
 {
-	unsigned int pass;
+	unsigned int pass, refused = 0;
 	u64 freed = 0;
 
 	for (pass = 0; pass < VMB_NR_PAGE_SIZES; pass++) {
@@ -439,9 +443,11 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 				} else {
 					vmb_os_list_add(b, vmb_held_list(size),
 							b->pages[i]);
+					refused++;
 				}
 			}
-			if (vmb_chunk_failed(b, overall))
+			if (vmb_chunk_failed(b, overall) ||
+			    refused >= VMB_MAX_REFUSED)
 				goto out;
 			vmb_os_yield(b);
 		}

@@ -11,7 +11,10 @@
 #include "protocol.h"
 #include "os.h"
 
-/* Refused batch entries that end an inflation step (the cycle at 4 KiB). */
+/*
+ * Refused batch entries that end an inflation step (the cycle at 4 KiB),
+ * and pages the host would not unlock that end a deflation.
+ */
 #define VMB_MAX_REFUSED		16
 
 /*

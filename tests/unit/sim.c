@@ -82,10 +82,11 @@ static u32 host_lock_one(struct sim *s, u64 pfn, bool is_2m, bool lock,
 	}
 	if (!f->locked || f->locked_2m_head != is_2m)
 		return VMB_ERROR_PPN_UNLOCKED;
-	if (h->refuse_unlock)
-		return h->refuse_unlock;
-	if (f->pinned)
-		return VMB_ERROR_PPN_PINNED;
+	if (h->refuse_unlock || f->pinned) {
+		h->unlocks_refused++;
+		return h->refuse_unlock ? h->refuse_unlock :
+					  VMB_ERROR_PPN_PINNED;
+	}
 	for (i = 0; i < frames; i++)
 		f[i].locked = false;
 	f->locked_2m_head = false;

@@ -66,6 +66,7 @@ struct sim_host {
 	unsigned int n_starts;
 	u64 last_limit;
 	unsigned int resets_sent;
+	u64 unlocks_refused;	/* pages (entries) whose unlock was refused */
 	unsigned int protocol_errors;	/* guest broke the protocol */
 };
 

@@ -1208,6 +1208,87 @@ static void test_unlock_one_pinned(void)
 }
 
 /*
+ * A host that refuses every unlock: one deflation, or one shrink, stops
+ * after VMB_MAX_REFUSED refused pages, as inflation does, rather than
+ * walking the whole balloon (one UNLOCK per page in single-page mode, in
+ * batches every page on and off the held list). In batches the command
+ * that brings the count to VMB_MAX_REFUSED is the last: a batch of 4 KiB
+ * or 2 MiB pages is refused whole, one command. Nothing is lost, and the
+ * balloon deflates once the host unlocks again.
+ */
+static void test_unlock_refused_bounded(void)
+{
+	static const struct {
+		u32 caps;
+		u64 nframes;
+		u64 target;
+		u64 max_refused;	/* pages refused in one deflation */
+	} cases[] = {
+		{ 0x02, 0, 4096, VMB_MAX_REFUSED },		/* single-page */
+		{ 0x06, 0, 4096, VMB_BATCH_MAX_ENTRIES },	/* 4 KiB batches */
+		{ 0x0e, 1 << 20, 600 * VMB_2M_FRAMES,		/* 2 MiB batches */
+		  VMB_BATCH_MAX_ENTRIES },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim_config cfg = {
+			.host_caps = cases[i].caps,
+			.nframes = cases[i].nframes,
+		};
+		struct sim *s = setup_cfg(&cfg);
+		u64 unlocks, refused;
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, every unlock refused",
+			 cases[i].caps);
+		s->host.target = cases[i].target;
+		sim_cycle(s);
+		tap_eq(s->b.size, cases[i].target, "%s: inflated", what);
+		s->host.refuse_unlock = VMB_ERROR_PPN_PINNED;
+
+		s->host.target = 0;
+		unlocks = unlock_calls(s);
+		sim_cycle(s);
+		unlocks = unlock_calls(s) - unlocks;
+		refused = s->host.unlocks_refused;
+		tap_ok(unlocks <= VMB_MAX_REFUSED && (cases[i].caps & 0x04 ?
+		       unlocks == 1 : unlocks == VMB_MAX_REFUSED),
+		       "%s: a deflation sends %s (%llu)", what,
+		       cases[i].caps & 0x04 ? "one UNLOCK command" :
+					      "16 UNLOCK commands",
+		       (unsigned long long)unlocks);
+		tap_ok(refused <= cases[i].max_refused,
+		       "%s: a deflation tries at most %llu refused pages (%llu)",
+		       what, (unsigned long long)cases[i].max_refused,
+		       (unsigned long long)refused);
+		tap_eq(s->b.size, cases[i].target, "%s: nothing deflated", what);
+		check_consistent(s, what);
+
+		unlocks = unlock_calls(s);
+		tap_eq(vmb_shrink(&s->b, VMB_PRESSURE_MIN_FRAMES), 0,
+		       "%s: a shrink gives nothing", what);
+		unlocks = unlock_calls(s) - unlocks;
+		refused = s->host.unlocks_refused - refused;
+		tap_ok(unlocks <= VMB_MAX_REFUSED,
+		       "%s: a shrink sends at most %u UNLOCK commands (%llu)",
+		       what, VMB_MAX_REFUSED, (unsigned long long)unlocks);
+		tap_ok(refused <= cases[i].max_refused,
+		       "%s: a shrink tries at most %llu refused pages (%llu)",
+		       what, (unsigned long long)cases[i].max_refused,
+		       (unsigned long long)refused);
+		check_consistent(s, what);
+
+		s->host.refuse_unlock = 0;
+		s->now_ms += VMB_PRESSURE_HOLDOFF_MS;
+		sim_cycles(s, 20);
+		tap_eq(s->b.size, 0, "%s: deflated once the host unlocks", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
+/*
  * Only a page's own status frees it: a batch failing as a whole with
  * PPN_UNLOCKED has unlocked nothing. In single-page mode the status is
  * the page's own, and PPN_UNLOCKED frees it.
@@ -1721,6 +1802,7 @@ int main(void)
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_unlock_one_pinned();
+	test_unlock_refused_bounded();
 	test_doorbell();
 	test_doorbell_during_cycle();
 	test_scribbled_entries();
