@@ -848,11 +848,30 @@ unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b)
  *
  * START(0) comes first: the host then forgets every lock, so the pages are
  * freed without UNLOCK and the guest touching them causes no spurious reset.
+ * No command goes out after it: vmb_migrate() then refuses every page, and
+ * a shrink gives nothing. A page the OS holds off its list at the time (for
+ * migration) stays counted until it comes back; vmb_shutdown_rest() frees
+ * it then. Once only: the OS calls it on unload.
  */
 void vmb_shutdown(struct vmb_balloon *b)
 {
 	vmb_stop_doorbell(b);
 	vmb_send_start(b, 0);
+	b->batch_max = 0;
+	vmb_pop(b);
+}
+
+/**
+ * vmb_shutdown_rest() - free the pages that came back after vmb_shutdown()
+ * @b: the balloon, shut down
+ *
+ * Pages the OS had taken off its list when vmb_shutdown() ran, put back
+ * since, are freed as vmb_shutdown() freed the others, without a command:
+ * the host forgot them at START(0). The OS calls this until it has none
+ * left anywhere.
+ */
+void vmb_shutdown_rest(struct vmb_balloon *b)
+{
 	vmb_pop(b);
 }
 

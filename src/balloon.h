@@ -176,6 +176,7 @@ unsigned int vmb_work(struct vmb_balloon *b);
 void vmb_doorbell(struct vmb_balloon *b);
 void vmb_stop_doorbell(struct vmb_balloon *b);
 void vmb_shutdown(struct vmb_balloon *b);
+void vmb_shutdown_rest(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
 void vmb_pressure(struct vmb_balloon *b);

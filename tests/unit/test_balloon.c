@@ -1600,6 +1600,52 @@ static unsigned int rnd(unsigned int n)
 }
 
 /*
+ * Unload while compaction holds two ballooned pages: START(0), and every
+ * listed page freed. No command goes out after START(0): a migration of
+ * one of them is refused without asking the host (which no longer holds
+ * it), and the page comes back; so does the other, put back. The OS then
+ * frees what came back, without a second START(0).
+ */
+static void test_migrate_after_shutdown(void)
+{
+	struct sim *s = setup(0x0e);
+	struct sim_frame *migrating, *put_back;
+	unsigned int starts;
+	u64 calls;
+
+	s->host.target = 3000;
+	sim_cycle(s);
+	migrating = sim_isolate(s, 5);
+	put_back = sim_isolate(s, 7);
+	tap_ok(migrating && put_back, "after shutdown: two pages isolated");
+	vmb_shutdown(&s->b);
+	tap_eq(s->host.start_args[s->host.n_starts - 1], 0,
+	       "after shutdown: START(0) sent");
+	tap_eq(s->allocated, 2, "after shutdown: the isolated pages left");
+	tap_eq(s->b.size, 2, "after shutdown: ... and counted");
+
+	starts = s->host.n_starts;
+	calls = hypercalls(s);
+	tap_eq(sim_migrate(s, migrating), VMB_MIGRATE_BUSY,
+	       "after shutdown: a migration is refused");
+	tap_eq(vmb_shrink(&s->b, VMB_PRESSURE_MIN_FRAMES), 0,
+	       "after shutdown: a shrink gives nothing");
+	tap_eq(hypercalls(s), calls, "after shutdown: no command sent");
+	sim_putback(s, put_back);
+	tap_eq(sim_list_frames(s), 2, "after shutdown: both pages came back");
+
+	vmb_shutdown_rest(&s->b);
+	tap_eq(s->allocated, 0, "after shutdown: what came back is freed");
+	tap_eq(s->b.size, 0, "after shutdown: the balloon is empty");
+	tap_eq(hypercalls(s), calls, "after shutdown: still no command");
+	tap_eq(s->host.n_starts, starts, "after shutdown: one START(0)");
+	tap_eq(s->freed_while_locked, 0,
+	       "after shutdown: no page freed while locked");
+	tap_eq(s->errors, 0, "after shutdown: the OS hooks used as they should");
+	sim_destroy(s);
+}
+
+/*
  * Migrations interleaved with cycles, as compaction runs beside the
  * worker: pages isolated, migrated or put back while the balloon inflates
  * and deflates, with the host now and then refusing. After every step the
@@ -1812,6 +1858,7 @@ int main(void)
 	test_migrate_no_connection();
 	test_migrate_across_reset();
 	test_migrate_interleaved();
+	test_migrate_after_shutdown();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);
