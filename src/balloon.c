@@ -390,16 +390,21 @@ static void vmb_put_back_held(struct vmb_balloon *b)
  * The deflation ends with the chunk that brings the pages refused to
  * VMB_MAX_REFUSED, as an inflation does: a host that refuses every unlock
  * would otherwise have the whole balloon tried, one command per page in
- * single-page mode. A page the host says is not locked is free to go, but
- * only on its own status: a command that failed as a whole unlocked
- * nothing, and ends the deflation. A list is done when the OS gives no
- * more pages from it: it may hold some back for migration. Returns the
- * frames freed.
+ * single-page mode. The pages set aside go back where the next deflation
+ * takes its first pages: if the last deflation freed some, the next may
+ * pass as many refusals more (b->deflate_passed), or a host that keeps
+ * some pages would have the balloon stop shrinking once VMB_MAX_REFUSED
+ * of them gathered there. A page the host says is not locked is free to
+ * go, but only on its own status: a command that failed as a whole
+ * unlocked nothing, and ends the deflation. A list is done when the OS
+ * gives no more pages from it: it may hold some back for migration.
+ * Returns the frames freed.
  */
 static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 		       enum vmb_page_size first)
 {
 	unsigned int pass, refused = 0;
+	unsigned int most = VMB_MAX_REFUSED + b->deflate_passed;
 	u64 freed = 0;
 
 	for (pass = 0; pass < VMB_NR_PAGE_SIZES; pass++) {
@@ -446,14 +451,14 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 					refused++;
 				}
 			}
-			if (vmb_chunk_failed(b, overall) ||
-			    refused >= VMB_MAX_REFUSED)
+			if (vmb_chunk_failed(b, overall) || refused >= most)
 				goto out;
 			vmb_os_yield(b);
 		}
 	}
 out:
 	vmb_put_back_held(b);
+	b->deflate_passed = freed ? refused : 0;
 	return freed;
 }
 

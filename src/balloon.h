@@ -125,6 +125,8 @@ enum vmb_page_stat {
  * @glance_wait_ms: how long the next glance waits: VMB_POLL_GLANCE_MS after
  *	the target moved, doubled by every glance that found it unchanged or
  *	was skipped, past the last glance's after a failed one
+ * @deflate_passed: pages the last deflation found refused and put back
+ *	first on the lists, if it freed any: the next may pass them
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
@@ -159,6 +161,7 @@ struct vmb_balloon {
 	u64 glance_ms;
 	bool glanced;
 	unsigned int glance_wait_ms;
+	unsigned int deflate_passed;
 
 	unsigned long cmd_calls[VMB_CMD_NUM];
 	unsigned long cmd_fails[VMB_CMD_NUM];

@@ -1289,6 +1289,45 @@ static void test_unlock_refused_bounded(void)
 }
 
 /*
+ * A host that keeps every 7th page: the pages it refused go back first on
+ * the list, where the next deflation starts. The bound of
+ * test_unlock_refused_bounded must not stop the balloon from shrinking
+ * once VMB_MAX_REFUSED of them gathered there: cycle after cycle, it
+ * deflates down to the pages the host keeps.
+ */
+static void test_unlock_some_pinned(void)
+{
+	static const u32 caps[] = { 0x02, 0x06 };
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		struct sim *s = setup(caps[i]);
+		struct sim_frame *f;
+		unsigned int n = 0, pinned = 0;
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, every 7th page pinned",
+			 caps[i]);
+		s->host.target = 4096;
+		sim_cycle(s);
+		for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next) {
+			if (n++ % 7 == 0) {
+				f->pinned = true;
+				pinned++;
+			}
+		}
+		s->host.target = 0;
+		sim_cycles(s, 60);
+		tap_eq(s->b.size, pinned,
+		       "%s: deflated to the pinned pages in 60 cycles", what);
+		check_consistent(s, what);
+		for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next)
+			f->pinned = false;
+		shutdown_and_check(s, what);
+	}
+}
+
+/*
  * Only a page's own status frees it: a batch failing as a whole with
  * PPN_UNLOCKED has unlocked nothing. In single-page mode the status is
  * the page's own, and PPN_UNLOCKED frees it.
@@ -1849,6 +1888,7 @@ int main(void)
 	test_unlock_batch_status();
 	test_unlock_one_pinned();
 	test_unlock_refused_bounded();
+	test_unlock_some_pinned();
 	test_doorbell();
 	test_doorbell_during_cycle();
 	test_scribbled_entries();
