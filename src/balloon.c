@@ -386,16 +386,25 @@ static void vmb_put_back_held(struct vmb_balloon *b)
  * unlock stays in the balloon: it is set aside until the deflation ends
  * and put back then, so that the pages behind it get their turn (on the
  * list's head, it would otherwise stop every deflation, one page per
- * command most of all). Each page is tried once per deflation at most. A
- * page the host says is not locked is free to go, but only on its own
- * status: a command that failed as a whole unlocked nothing, and ends the
- * deflation. A list is done when the OS gives no more pages from it: it
- * may hold some back for migration. Returns the frames freed.
+ * command most of all). Each page is tried once per deflation at most.
+ * The deflation ends with the chunk that brings the pages refused to
+ * VMB_MAX_REFUSED, as an inflation does: a host that refuses every unlock
+ * would otherwise have the whole balloon tried, one command per page in
+ * single-page mode. The pages set aside go back where the next deflation
+ * takes its first pages: if the last deflation freed some, the next may
+ * pass as many refusals more (b->deflate_passed), or a host that keeps
+ * some pages would have the balloon stop shrinking once VMB_MAX_REFUSED
+ * of them gathered there. A page the host says is not locked is free to
+ * go, but only on its own status: a command that failed as a whole
+ * unlocked nothing, and ends the deflation. A list is done when the OS
+ * gives no more pages from it: it may hold some back for migration.
+ * Returns the frames freed.
  */
 static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 		       enum vmb_page_size first)
 {
-	unsigned int pass;
+	unsigned int pass, refused = 0;
+	unsigned int most = VMB_MAX_REFUSED + b->deflate_passed;
 	u64 freed = 0;
 
 	for (pass = 0; pass < VMB_NR_PAGE_SIZES; pass++) {
@@ -439,15 +448,17 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 				} else {
 					vmb_os_list_add(b, vmb_held_list(size),
 							b->pages[i]);
+					refused++;
 				}
 			}
-			if (vmb_chunk_failed(b, overall))
+			if (vmb_chunk_failed(b, overall) || refused >= most)
 				goto out;
 			vmb_os_yield(b);
 		}
 	}
 out:
 	vmb_put_back_held(b);
+	b->deflate_passed = freed ? refused : 0;
 	return freed;
 }
 
@@ -744,6 +755,17 @@ unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
 					      VMB_POLL_SLOW_MS;
 }
 
+/*
+ * The next glance waits twice as long: the target stayed where it was, or
+ * a cycle close by asks for it anyway. Glances stop once the wait would
+ * reach half of VMB_POLL_SLOW_MS (see vmb_glance_interval_ms()).
+ */
+static void vmb_glance_back_off(struct vmb_balloon *b)
+{
+	if (b->glance_wait_ms < VMB_POLL_SLOW_MS)
+		b->glance_wait_ms *= 2;
+}
+
 /**
  * vmb_glance() - a look at the target between two cycles
  * @b: the balloon
@@ -754,9 +776,14 @@ unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
  * sooner would not help. A connection that needs a reset waits for it too.
  * So does a glance when a cycle has just run or is due: at idle the two
  * timers fire in the same wakeup, and one question a second is enough
- * (a cycle right after a glance uses the glance's answer). A glance that
- * finds the target unchanged doubles the wait for the next one (see
- * vmb_glance_interval_ms()). Serialised like vmb_work().
+ * (a cycle right after a glance uses the glance's answer). Every glance
+ * but one that finds the target moved puts the next one further off, so
+ * that the OS, which queues the next glance at vmb_glance_interval_ms(),
+ * never keeps glancing at the same short wait: one that finds the target
+ * unchanged, or is skipped, doubles the wait; one whose GET_TARGET fails
+ * ends the glances until the target moves (a failing host would
+ * otherwise be asked up to ten times a second, for ever).
+ * Serialised like vmb_work().
  *
  * Return: true if the target moved (the OS should then ask
  * vmb_poll_interval_ms() anew), false if only the target was asked.
@@ -766,18 +793,21 @@ bool vmb_glance(struct vmb_balloon *b)
 	u64 prev_target = b->target;
 	u64 now = vmb_os_now_ms(b);
 
-	if (b->reset_required || !b->batch_max)
+	if (b->reset_required || !b->batch_max ||
+	    now - b->cycle_ms < VMB_POLL_GLANCE_MS ||
+	    now - b->cycle_ms + VMB_POLL_GLANCE_MS >= vmb_poll_interval_ms(b)) {
+		vmb_glance_back_off(b);
 		return false;
-	if (now - b->cycle_ms < VMB_POLL_GLANCE_MS ||
-	    now - b->cycle_ms + VMB_POLL_GLANCE_MS >= vmb_poll_interval_ms(b))
+	}
+	if (vmb_send_get_target(b) != VMB_SUCCESS) {
+		/* the cycles keep asking, once a second: that is enough */
+		b->glance_wait_ms = VMB_POLL_SLOW_MS;
 		return false;
-	if (vmb_send_get_target(b) != VMB_SUCCESS)
-		return false;
+	}
 	b->glance_ms = now;
 	b->glanced = true;
 	if (b->target == prev_target) {
-		if (b->glance_wait_ms < VMB_POLL_SLOW_MS)
-			b->glance_wait_ms *= 2;
+		vmb_glance_back_off(b);
 		return false;
 	}
 
@@ -823,11 +853,30 @@ unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b)
  *
  * START(0) comes first: the host then forgets every lock, so the pages are
  * freed without UNLOCK and the guest touching them causes no spurious reset.
+ * No command goes out after it: vmb_migrate() then refuses every page, and
+ * a shrink gives nothing. A page the OS holds off its list at the time (for
+ * migration) stays counted until it comes back; vmb_shutdown_rest() frees
+ * it then. Once only: the OS calls it on unload.
  */
 void vmb_shutdown(struct vmb_balloon *b)
 {
 	vmb_stop_doorbell(b);
 	vmb_send_start(b, 0);
+	b->batch_max = 0;
+	vmb_pop(b);
+}
+
+/**
+ * vmb_shutdown_rest() - free the pages that came back after vmb_shutdown()
+ * @b: the balloon, shut down
+ *
+ * Pages the OS had taken off its list when vmb_shutdown() ran, put back
+ * since, are freed as vmb_shutdown() freed the others, without a command:
+ * the host forgot them at START(0). The OS calls this until it has none
+ * left anywhere.
+ */
+void vmb_shutdown_rest(struct vmb_balloon *b)
+{
 	vmb_pop(b);
 }
 

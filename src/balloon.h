@@ -11,7 +11,10 @@
 #include "protocol.h"
 #include "os.h"
 
-/* Refused batch entries that end an inflation step (the cycle at 4 KiB). */
+/*
+ * Refused batch entries that end an inflation step (the cycle at 4 KiB),
+ * and pages the host would not unlock that end a deflation.
+ */
 #define VMB_MAX_REFUSED		16
 
 /*
@@ -120,7 +123,10 @@ enum vmb_page_stat {
  * @glance_ms: when the last glance got the target
  * @glanced: @target is a glance's that no cycle has used yet
  * @glance_wait_ms: how long the next glance waits: VMB_POLL_GLANCE_MS after
- *	the target moved, doubled by every glance that found it unchanged
+ *	the target moved, doubled by every glance that found it unchanged or
+ *	was skipped, past the last glance's after a failed one
+ * @deflate_passed: pages the last deflation found refused and put back
+ *	first on the lists, if it freed any: the next may pass them
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
@@ -155,6 +161,7 @@ struct vmb_balloon {
 	u64 glance_ms;
 	bool glanced;
 	unsigned int glance_wait_ms;
+	unsigned int deflate_passed;
 
 	unsigned long cmd_calls[VMB_CMD_NUM];
 	unsigned long cmd_fails[VMB_CMD_NUM];
@@ -172,6 +179,7 @@ unsigned int vmb_work(struct vmb_balloon *b);
 void vmb_doorbell(struct vmb_balloon *b);
 void vmb_stop_doorbell(struct vmb_balloon *b);
 void vmb_shutdown(struct vmb_balloon *b);
+void vmb_shutdown_rest(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
 void vmb_pressure(struct vmb_balloon *b);

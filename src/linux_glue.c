@@ -205,7 +205,11 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
  * back and takes the new one. While the worker runs a cycle (it owns the
  * batch page) the page stays where it is for now: the kernel is told to
  * try again, so memory offlining and alloc_contig_range() do not give up
- * on a page they could move a moment later. linux_pages.c calls this from
+ * on a page they could move a moment later. Once unload has begun the
+ * answer is no for good (VMB_MIGRATE_BUSY), so that the kernel puts the
+ * page back at once, for unload to free; the core says no as well while
+ * a reset is pending, which the next cycle, up to a second away, does:
+ * longer than the kernel's retries last. linux_pages.c calls this from
  * the kernel's migratepage callback.
  */
 static enum vmb_migrate_result vmw_balloon_migrate(struct vmb_pages_4k *list,
@@ -608,6 +612,43 @@ static int __init vmw_balloon_init(void)
 }
 module_init(vmw_balloon_init);
 
+/*
+ * Unload empties the balloon: START(0) once, which frees every listed
+ * page; then, every VMW_BALLOON_DRAIN_MS, what came back since. Pages
+ * compaction holds come back (migration refuses them once vb->stopping is
+ * set), and so does one whose migration the host agreed to before: the
+ * list must outlive them all. If some are still away after
+ * VMW_BALLOON_DRAIN_ROUNDS rounds (10 s), unload says so, once, and keeps
+ * waiting: freeing the list under them would corrupt memory.
+ */
+#define VMW_BALLOON_DRAIN_MS		20
+#define VMW_BALLOON_DRAIN_ROUNDS	500
+
+static void __exit vmw_balloon_drain(struct vmw_balloon *vb)
+{
+	unsigned int round;
+
+	for (round = 0;; round++) {
+		unsigned long listed, isolated;
+		bool empty;
+
+		mutex_lock(&vb->lock);
+		if (round)
+			vmb_shutdown_rest(&vb->core);
+		else
+			vmb_shutdown(&vb->core);
+		empty = vmb_pages_4k_empty(&vb->balloon_4k, &listed,
+					   &isolated);
+		mutex_unlock(&vb->lock);
+		if (empty)
+			return;
+		if (round == VMW_BALLOON_DRAIN_ROUNDS)
+			pr_warn("unload waits for %lu ballooned pages that compaction holds and %lu still on the list\n",
+				isolated, listed);
+		msleep(VMW_BALLOON_DRAIN_MS);
+	}
+}
+
 static void __exit vmw_balloon_exit(void)
 {
 	struct vmw_balloon *vb = vmw_balloon;
@@ -627,19 +668,7 @@ static void __exit vmw_balloon_exit(void)
 	cancel_delayed_work_sync(&vb->dwork);
 	cancel_delayed_work_sync(&vb->glance_dwork);
 
-	/*
-	 * Pages that compaction holds come back (migration refuses them now)
-	 * while the balloon empties; they too are freed before the list they
-	 * point to goes away.
-	 */
-	for (;;) {
-		mutex_lock(&vb->lock);
-		vmb_shutdown(&vb->core);
-		mutex_unlock(&vb->lock);
-		if (!vmb_pages_4k_isolated(&vb->balloon_4k))
-			break;
-		msleep(20);
-	}
+	vmw_balloon_drain(vb);
 	vmb_pages_4k_exit(&vb->balloon_4k);
 	__free_page(vb->batch_page);
 	kfree(vb);

@@ -18,7 +18,9 @@
  *   migration itself: it drops the old page and lists the new one
  *   (VMB_HAVE_BALLOON_PAGE_INSERT); since then the kernel does that, told
  *   by the callback's return value (-ENOENT: "old page deflated, the new
- *   one not inflated");
+ *   one not inflated"), and keeps the list's lock to itself: unload then
+ *   learns that no page is left from the driver's own count of them
+ *   (vmb_pages_4k_empty());
  * - kernels with the movable_ops rework (VMB_HAVE_PAGE_HAS_MOVABLE_OPS)
  *   want 0, not -EBUSY, when the old page was deflated but the new one was
  *   not inflated: -EBUSY makes them put back a page that is no longer a
@@ -32,6 +34,7 @@
  * Everything here that differs between kernels is chosen by the feature
  * probes (VMB_HAVE_*, see compat.h), one #if per difference.
  */
+#include <linux/atomic.h>
 #include <linux/errno.h>
 #include <linux/gfp.h>
 #include <linux/list.h>
@@ -180,6 +183,28 @@ static int vmb_pages_migrated(struct vmb_pages_4k *list, struct page *page,
 	return -EBUSY;
 }
 
+/* The kernel shares @info's lock: vmb_pages_4k_empty() needs no count. */
+static void vmb_pages_owned_add(struct vmb_pages_4k *list, long delta)
+{
+}
+
+bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
+			unsigned long *isolated)
+{
+	struct balloon_dev_info *info = &list->info;
+	struct list_head *pos;
+	unsigned long flags;
+
+	*listed = 0;
+	/* the lock every isolation, putback and migration takes too */
+	spin_lock_irqsave(&info->pages_lock, flags);
+	list_for_each(pos, &info->pages)
+		(*listed)++;
+	*isolated = info->isolated_pages;
+	spin_unlock_irqrestore(&info->pages_lock, flags);
+	return !*listed && !*isolated;
+}
+
 /*
  * Where the driver inserts pages itself, the kernel's
  * balloon_page_enqueue() takes the page lock with a trylock and BUG()s if
@@ -202,16 +227,46 @@ void vmb_pages_4k_add(struct vmb_pages_4k *list, struct page *page)
 	unlock_page(page);
 }
 #else
+/*
+ * The kernel keeps the lock of the list to itself: the driver counts the
+ * pages it owns, listed or isolated, for vmb_pages_4k_empty(). A page
+ * that migrates keeps its place in the count (the new page takes it).
+ */
+static void vmb_pages_owned_add(struct vmb_pages_4k *list, long delta)
+{
+	atomic_long_add(delta, &list->owned);
+}
+
+bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
+			unsigned long *isolated)
+{
+	unsigned long owned = atomic_long_read(&list->owned);
+
+	/*
+	 * A migration that drops its old page leaves the count first, and
+	 * the kernel's isolated count after, with its last touch of @list:
+	 * read in the same order, both 0 means the kernel is done with it.
+	 */
+	smp_rmb();
+	*isolated = READ_ONCE(list->info.isolated_pages);
+	*listed = owned > *isolated ? owned - *isolated : 0;
+	return !owned && !*isolated;
+}
+
 /* The kernel drops the old page and lists the new one, as told. */
 static int vmb_pages_migrated(struct vmb_pages_4k *list, struct page *page,
 			      struct page *newpage,
 			      enum vmb_migrate_result result)
 {
-	return result == VMB_MIGRATE_DONE ? 0 : -ENOENT;
+	if (result == VMB_MIGRATE_DONE)
+		return 0;
+	vmb_pages_owned_add(list, -1);
+	return -ENOENT;
 }
 
 void vmb_pages_4k_add(struct vmb_pages_4k *list, struct page *page)
 {
+	vmb_pages_owned_add(list, 1);
 	balloon_page_enqueue(&list->info, page);
 }
 #endif /* VMB_HAVE_BALLOON_PAGE_INSERT */
@@ -289,12 +344,8 @@ struct page *vmb_pages_4k_take(struct vmb_pages_4k *list)
 		return NULL;
 	page = list_first_entry(&taken, struct page, lru);
 	list_del(&page->lru);
+	vmb_pages_owned_add(list, -1);
 	return page;
-}
-
-unsigned long vmb_pages_4k_isolated(struct vmb_pages_4k *list)
-{
-	return READ_ONCE(list->info.isolated_pages);
 }
 
 #else /* !VMB_BALLOON_MIGRATION */
@@ -334,9 +385,16 @@ struct page *vmb_pages_4k_take(struct vmb_pages_4k *list)
 	return page;
 }
 
-unsigned long vmb_pages_4k_isolated(struct vmb_pages_4k *list)
+bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
+			unsigned long *isolated)
 {
-	return 0;
+	struct list_head *pos;
+
+	*listed = 0;
+	list_for_each(pos, &list->pages)
+		(*listed)++;
+	*isolated = 0;
+	return !*listed;
 }
 
 #endif /* VMB_BALLOON_MIGRATION */

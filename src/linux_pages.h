@@ -8,6 +8,7 @@
 #ifndef VMB_LINUX_PAGES_H
 #define VMB_LINUX_PAGES_H
 
+#include <linux/atomic.h>
 #include <linux/list.h>
 #include <linux/mm_types.h>
 #include <linux/types.h>
@@ -52,6 +53,10 @@ typedef enum vmb_migrate_result (*vmb_4k_migrate_fn)(struct vmb_pages_4k *list,
  * @mnt: the pseudo file system that @info's inode lives on, on kernels
  *	that want one
  * @migrate: the driver's part of a migration
+ * @owned: where the kernel keeps the lock of @info to itself (it finishes
+ *	migrations too), the pages on @info's list or isolated from it: it
+ *	changes only when the driver adds or takes a page, or when a
+ *	migration drops one from the balloon
  * @pages: where pages do not migrate, a plain list through page->lru
  */
 struct vmb_pages_4k {
@@ -61,6 +66,9 @@ struct vmb_pages_4k {
 	struct vfsmount *mnt;
 #endif
 	vmb_4k_migrate_fn migrate;
+#if !VMB_HAVE_BALLOON_PAGE_INSERT
+	atomic_long_t owned;
+#endif
 #else
 	struct list_head pages;
 #endif
@@ -81,7 +89,7 @@ void vmb_pages_account(struct page *page, unsigned long nr, bool ballooned);
 
 /**
  * vmb_pages_4k_init() - prepare the list of ballooned 4 KiB pages
- * @list: the list
+ * @list: the list, zeroed
  * @migrate: called when compaction moves one of its pages
  *
  * Return: 0, or a negative error.
@@ -124,11 +132,27 @@ void vmb_pages_4k_add(struct vmb_pages_4k *list, struct page *page);
 struct page *vmb_pages_4k_take(struct vmb_pages_4k *list);
 
 /**
- * vmb_pages_4k_isolated() - pages compaction holds at the moment
+ * vmb_pages_4k_empty() - is the list empty, with no page away from it?
  * @list: the list
+ * @listed: set to the pages on the list
+ * @isolated: set to the pages compaction holds, each of which comes back
+ *	through migration or putback
  *
- * Return: how many; each comes back through migration or putback.
+ * For unload: until this says true, a page may still come back to the
+ * list, or the kernel still touch it, and the list must not go away. The
+ * answer is one moment's, read under the lock that guards both the list
+ * and the isolated count, where the kernel shares that lock; where it
+ * keeps the lock to itself, from the driver's own count of its pages and
+ * the kernel's isolated count, which drops to 0 only when the kernel is
+ * done with @list. A page compaction has locked on the list but not yet
+ * isolated is on the list. Once every page is gone and the migrate
+ * callback refuses migrations, the answer stays true.
+ *
+ * Context: under the lock that serialises the balloon (the driver's
+ * mutex), which is what guards a plain list.
+ * Return: true if no page is on the list or away from it.
  */
-unsigned long vmb_pages_4k_isolated(struct vmb_pages_4k *list);
+bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
+			unsigned long *isolated);
 
 #endif /* VMB_LINUX_PAGES_H */

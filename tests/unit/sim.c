@@ -82,10 +82,11 @@ static u32 host_lock_one(struct sim *s, u64 pfn, bool is_2m, bool lock,
 	}
 	if (!f->locked || f->locked_2m_head != is_2m)
 		return VMB_ERROR_PPN_UNLOCKED;
-	if (h->refuse_unlock)
-		return h->refuse_unlock;
-	if (f->pinned)
-		return VMB_ERROR_PPN_PINNED;
+	if (h->refuse_unlock || f->pinned) {
+		h->unlocks_refused++;
+		return h->refuse_unlock ? h->refuse_unlock :
+					  VMB_ERROR_PPN_PINNED;
+	}
 	for (i = 0; i < frames; i++)
 		f[i].locked = false;
 	f->locked_2m_head = false;
@@ -191,6 +192,8 @@ static u32 host_call(struct sim *s, u32 cmd, u64 a1, u64 a2, u64 *rbx,
 		h->fail_on_cmd = -1;
 		return VMB_FAILURE;
 	}
+	if (h->fail_always_cmd == (int)cmd)
+		return VMB_FAILURE;
 	if (h->status_on_cmd == (int)cmd) {
 		h->status_on_cmd = -1;
 		return h->status_once;
@@ -484,6 +487,7 @@ void sim_init(struct sim *s, const struct sim_config *cfg)
 	s->host.reset_on_cmd = -1;
 	s->host.busy_on_cmd = -1;
 	s->host.fail_on_cmd = -1;
+	s->host.fail_always_cmd = -1;
 	s->host.status_on_cmd = -1;
 	s->host.ring_on_cmd = -1;
 	s->host.refuse_status = VMB_ERROR_PPN_PINNED;

@@ -46,6 +46,7 @@ struct sim_host {
 	int reset_on_cmd;	/* answer RESET to this command once; -1 off */
 	int busy_on_cmd;	/* answer BUSY to this command once; -1 off */
 	int fail_on_cmd;	/* answer FAILURE to this command once; -1 off */
+	int fail_always_cmd;	/* answer FAILURE to this command every time */
 	int status_on_cmd;	/* answer status_once to this command once */
 	u32 status_once;
 	unsigned int fail_start;	/* next N STARTs fail */
@@ -65,6 +66,7 @@ struct sim_host {
 	unsigned int n_starts;
 	u64 last_limit;
 	unsigned int resets_sent;
+	u64 unlocks_refused;	/* pages (entries) whose unlock was refused */
 	unsigned int protocol_errors;	/* guest broke the protocol */
 };
 

@@ -1007,6 +1007,95 @@ static void test_glance_idle_rate(void)
 	shutdown_and_check(s, "idle rate");
 }
 
+/*
+ * A host whose GET_TARGET fails, right after the target moved, for 10
+ * simulated minutes, the guest awake every 30 ms: after the first 10 s
+ * the balloon asks at most 1.1 times a second, cycles and glances
+ * together. A failed glance must not be retried at the same short wait:
+ * the cycle asks once a second anyway. Once the host answers again, a
+ * move of the target is followed, and the glances start over.
+ */
+static void test_glance_failing_host(void)
+{
+	struct sim *s = setup(0x06);
+	struct timers t = { 0 };
+	u64 gets;
+
+	s->host.target = 1000;
+	timers_schedule(s, &t, 0);
+	run_timers(s, &t, 100, 30);
+	tap_eq(s->b.size, 1000, "failing GET_TARGET: inflated");
+
+	s->host.fail_always_cmd = VMB_CMD_GET_TARGET;
+	run_timers(s, &t, 10000, 30);
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	run_timers(s, &t, 590000, 30);
+	gets = s->host.calls[VMB_CMD_GET_TARGET] - gets;
+	tap_ok(gets <= 649,
+	       "failing GET_TARGET: at most 1.1 a second after the first 10 s (%llu in 590 s)",
+	       (unsigned long long)gets);
+	tap_ok(gets >= 590,
+	       "failing GET_TARGET: the cycles still ask once a second (%llu in 590 s)",
+	       (unsigned long long)gets);
+
+	s->host.fail_always_cmd = -1;
+	s->host.target = 2000;
+	run_timers(s, &t, VMB_POLL_SLOW_MS + 1, 30);
+	tap_eq(s->b.size, 2000,
+	       "failing GET_TARGET: a move followed once the host answers");
+	while (s->b.fast_polls && s->now_ms < t.cycle_at + 10000)
+		run_timers(s, &t, 1, 30);
+	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
+	       "failing GET_TARGET: glances start over after a move");
+	check_consistent(s, "failing GET_TARGET");
+	shutdown_and_check(s, "failing GET_TARGET");
+}
+
+/*
+ * A guest that wakes only for the cycle's timer: the glance's deferrable
+ * timer, expired since, fires in the same wakeup just before the cycle,
+ * which is due: the glance is skipped. Skipped like that, the glances
+ * still back off, until none is queued, rather than being queued at the
+ * same wait for ever.
+ */
+static void test_glance_skipped(void)
+{
+	struct sim *s = setup(0x06);
+	struct timers t = { 0 };
+	unsigned int sec, skipped = 0;
+	u64 gets;
+
+	s->host.target = 1000;
+	timers_schedule(s, &t, 0);
+	run_timers(s, &t, VMB_POLL_FAST_CYCLES * VMB_POLL_FAST_MS + 100, 30);
+	tap_eq(s->b.size, 1000, "skipped glances: inflated");
+	tap_eq(s->b.fast_polls, 0, "skipped glances: settled");
+	gets = s->host.calls[VMB_CMD_GET_TARGET];
+	for (sec = 0; sec < 10; sec++) {
+		s->now_ms = t.cycle_at;
+		if (t.glance_at && s->now_ms >= t.glance_at) {
+			unsigned int glance;
+
+			skipped++;
+			tap_ok(!vmb_glance(&s->b),
+			       "skipped glances: nothing moved (%u)", sec);
+			glance = vmb_glance_interval_ms(&s->b);
+			t.glance_at = glance ? s->now_ms + glance : 0;
+		}
+		s->now_ms++;
+		timers_schedule(s, &t, vmb_work(&s->b));
+	}
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET] - gets, 10,
+	       "skipped glances: only the cycles ask");
+	tap_ok(skipped && skipped < 10,
+	       "skipped glances: some skipped, then none queued (%u)",
+	       skipped);
+	tap_eq(vmb_glance_interval_ms(&s->b), 0,
+	       "skipped glances: backed off until none is queued");
+	check_consistent(s, "skipped glances");
+	shutdown_and_check(s, "skipped glances");
+}
+
 /* The first failed allocation ends the cycle. */
 static void test_alloc_failure(void)
 {
@@ -1116,6 +1205,126 @@ static void test_unlock_one_pinned(void)
 	sim_cycle(s);
 	tap_eq(s->b.size, 0, "single-page, BUSY: deflated next cycle");
 	shutdown_and_check(s, "single-page, BUSY");
+}
+
+/*
+ * A host that refuses every unlock: one deflation, or one shrink, stops
+ * after VMB_MAX_REFUSED refused pages, as inflation does, rather than
+ * walking the whole balloon (one UNLOCK per page in single-page mode, in
+ * batches every page on and off the held list). In batches the command
+ * that brings the count to VMB_MAX_REFUSED is the last: a batch of 4 KiB
+ * or 2 MiB pages is refused whole, one command. Nothing is lost, and the
+ * balloon deflates once the host unlocks again.
+ */
+static void test_unlock_refused_bounded(void)
+{
+	static const struct {
+		u32 caps;
+		u64 nframes;
+		u64 target;
+		u64 max_refused;	/* pages refused in one deflation */
+	} cases[] = {
+		{ 0x02, 0, 4096, VMB_MAX_REFUSED },		/* single-page */
+		{ 0x06, 0, 4096, VMB_BATCH_MAX_ENTRIES },	/* 4 KiB batches */
+		{ 0x0e, 1 << 20, 600 * VMB_2M_FRAMES,		/* 2 MiB batches */
+		  VMB_BATCH_MAX_ENTRIES },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim_config cfg = {
+			.host_caps = cases[i].caps,
+			.nframes = cases[i].nframes,
+		};
+		struct sim *s = setup_cfg(&cfg);
+		u64 unlocks, refused;
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, every unlock refused",
+			 cases[i].caps);
+		s->host.target = cases[i].target;
+		sim_cycle(s);
+		tap_eq(s->b.size, cases[i].target, "%s: inflated", what);
+		s->host.refuse_unlock = VMB_ERROR_PPN_PINNED;
+
+		s->host.target = 0;
+		unlocks = unlock_calls(s);
+		sim_cycle(s);
+		unlocks = unlock_calls(s) - unlocks;
+		refused = s->host.unlocks_refused;
+		tap_ok(unlocks <= VMB_MAX_REFUSED && (cases[i].caps & 0x04 ?
+		       unlocks == 1 : unlocks == VMB_MAX_REFUSED),
+		       "%s: a deflation sends %s (%llu)", what,
+		       cases[i].caps & 0x04 ? "one UNLOCK command" :
+					      "16 UNLOCK commands",
+		       (unsigned long long)unlocks);
+		tap_ok(refused <= cases[i].max_refused,
+		       "%s: a deflation tries at most %llu refused pages (%llu)",
+		       what, (unsigned long long)cases[i].max_refused,
+		       (unsigned long long)refused);
+		tap_eq(s->b.size, cases[i].target, "%s: nothing deflated", what);
+		check_consistent(s, what);
+
+		unlocks = unlock_calls(s);
+		tap_eq(vmb_shrink(&s->b, VMB_PRESSURE_MIN_FRAMES), 0,
+		       "%s: a shrink gives nothing", what);
+		unlocks = unlock_calls(s) - unlocks;
+		refused = s->host.unlocks_refused - refused;
+		tap_ok(unlocks <= VMB_MAX_REFUSED,
+		       "%s: a shrink sends at most %u UNLOCK commands (%llu)",
+		       what, VMB_MAX_REFUSED, (unsigned long long)unlocks);
+		tap_ok(refused <= cases[i].max_refused,
+		       "%s: a shrink tries at most %llu refused pages (%llu)",
+		       what, (unsigned long long)cases[i].max_refused,
+		       (unsigned long long)refused);
+		check_consistent(s, what);
+
+		s->host.refuse_unlock = 0;
+		s->now_ms += VMB_PRESSURE_HOLDOFF_MS;
+		sim_cycles(s, 20);
+		tap_eq(s->b.size, 0, "%s: deflated once the host unlocks", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
+/*
+ * A host that keeps every 7th page: the pages it refused go back first on
+ * the list, where the next deflation starts. The bound of
+ * test_unlock_refused_bounded must not stop the balloon from shrinking
+ * once VMB_MAX_REFUSED of them gathered there: cycle after cycle, it
+ * deflates down to the pages the host keeps.
+ */
+static void test_unlock_some_pinned(void)
+{
+	static const u32 caps[] = { 0x02, 0x06 };
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		struct sim *s = setup(caps[i]);
+		struct sim_frame *f;
+		unsigned int n = 0, pinned = 0;
+		char what[64];
+
+		snprintf(what, sizeof(what), "caps %#x, every 7th page pinned",
+			 caps[i]);
+		s->host.target = 4096;
+		sim_cycle(s);
+		for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next) {
+			if (n++ % 7 == 0) {
+				f->pinned = true;
+				pinned++;
+			}
+		}
+		s->host.target = 0;
+		sim_cycles(s, 60);
+		tap_eq(s->b.size, pinned,
+		       "%s: deflated to the pinned pages in 60 cycles", what);
+		check_consistent(s, what);
+		for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next)
+			f->pinned = false;
+		shutdown_and_check(s, what);
+	}
 }
 
 /*
@@ -1430,6 +1639,52 @@ static unsigned int rnd(unsigned int n)
 }
 
 /*
+ * Unload while compaction holds two ballooned pages: START(0), and every
+ * listed page freed. No command goes out after START(0): a migration of
+ * one of them is refused without asking the host (which no longer holds
+ * it), and the page comes back; so does the other, put back. The OS then
+ * frees what came back, without a second START(0).
+ */
+static void test_migrate_after_shutdown(void)
+{
+	struct sim *s = setup(0x0e);
+	struct sim_frame *migrating, *put_back;
+	unsigned int starts;
+	u64 calls;
+
+	s->host.target = 3000;
+	sim_cycle(s);
+	migrating = sim_isolate(s, 5);
+	put_back = sim_isolate(s, 7);
+	tap_ok(migrating && put_back, "after shutdown: two pages isolated");
+	vmb_shutdown(&s->b);
+	tap_eq(s->host.start_args[s->host.n_starts - 1], 0,
+	       "after shutdown: START(0) sent");
+	tap_eq(s->allocated, 2, "after shutdown: the isolated pages left");
+	tap_eq(s->b.size, 2, "after shutdown: ... and counted");
+
+	starts = s->host.n_starts;
+	calls = hypercalls(s);
+	tap_eq(sim_migrate(s, migrating), VMB_MIGRATE_BUSY,
+	       "after shutdown: a migration is refused");
+	tap_eq(vmb_shrink(&s->b, VMB_PRESSURE_MIN_FRAMES), 0,
+	       "after shutdown: a shrink gives nothing");
+	tap_eq(hypercalls(s), calls, "after shutdown: no command sent");
+	sim_putback(s, put_back);
+	tap_eq(sim_list_frames(s), 2, "after shutdown: both pages came back");
+
+	vmb_shutdown_rest(&s->b);
+	tap_eq(s->allocated, 0, "after shutdown: what came back is freed");
+	tap_eq(s->b.size, 0, "after shutdown: the balloon is empty");
+	tap_eq(hypercalls(s), calls, "after shutdown: still no command");
+	tap_eq(s->host.n_starts, starts, "after shutdown: one START(0)");
+	tap_eq(s->freed_while_locked, 0,
+	       "after shutdown: no page freed while locked");
+	tap_eq(s->errors, 0, "after shutdown: the OS hooks used as they should");
+	sim_destroy(s);
+}
+
+/*
  * Migrations interleaved with cycles, as compaction runs beside the
  * worker: pages isolated, migrated or put back while the balloon inflates
  * and deflates, with the host now and then refusing. After every step the
@@ -1627,9 +1882,13 @@ int main(void)
 	test_glance();
 	test_glance_idle();
 	test_glance_idle_rate();
+	test_glance_failing_host();
+	test_glance_skipped();
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_unlock_one_pinned();
+	test_unlock_refused_bounded();
+	test_unlock_some_pinned();
 	test_doorbell();
 	test_doorbell_during_cycle();
 	test_scribbled_entries();
@@ -1639,6 +1898,7 @@ int main(void)
 	test_migrate_no_connection();
 	test_migrate_across_reset();
 	test_migrate_interleaved();
+	test_migrate_after_shutdown();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);
