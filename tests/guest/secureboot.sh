@@ -74,7 +74,7 @@ signer=$(guest modinfo -F signer "$dkms_ko")
 note "DKMS's module is signed by: '${signer:-nobody}'"
 check "install: DKMS signed its module" test -n "$signer"
 check "install: the package says the kernel does not hold the key that signed the module" \
-	grep -q "vmw-balloon-dkms: Secure Boot .* is on and the kernel may refuse DKMS's vmw_balloon $(ere "$version") for $(ere "$kver"): the kernel does not hold the key that signed it" <<<"$apt_output"
+	grep -qE "vmw-balloon-dkms: Secure Boot .* is on and the kernel may refuse DKMS's vmw_balloon $(ere "$version") for $(ere "$kver"): the kernel does not hold the key that signed it" <<<"$apt_output"
 check "install: the package says exactly what to run" \
 	grep -qF "vmw-balloon-dkms: to have DKMS's vmw_balloon loaded, enroll its key: mokutil --import /var/lib/dkms/mok.pub" <<<"$apt_output"
 check "install: the key it names is DKMS's" guest test -s /var/lib/dkms/mok.pub
@@ -100,7 +100,7 @@ check "reboot: still locked down" guest "grep -Eq '\[(integrity|confidentiality)
 journal=$(guest journalctl -b -o cat -t vmw-balloon-dkms)
 sed 's/^/#   journal | /' <<<"$journal"
 check "reboot: the journal says the kernel refused DKMS's module and the kernel's own was loaded" \
-	grep -q "the kernel refused DKMS's vmw_balloon $(ere "$version") .*: loaded the kernel's own vmw_balloon instead" <<<"$journal"
+	grep -qE "the kernel refused DKMS's vmw_balloon $(ere "$version") .*: loaded the kernel's own vmw_balloon instead" <<<"$journal"
 check "reboot: the journal of this boot says what to run" \
 	grep -qF "enroll its key: mokutil --import /var/lib/dkms/mok.pub" <<<"$journal"
 check "reboot: at warning priority" \

@@ -309,7 +309,7 @@ check "sig_enforce: the loaded vmw_balloon is the kernel's own" \
 journal=$(guest journalctl -b -o cat -t vmw-balloon-dkms)
 sed 's/^/#   journal | /' <<<"$journal" | tail -n 4
 check "sig_enforce: the journal says the kernel refused DKMS's module and what was loaded instead" \
-	grep -q "the kernel refused DKMS's vmw_balloon $(ere "$version") .*: loaded the kernel's own vmw_balloon instead" <<<"$journal"
+	grep -qE "the kernel refused DKMS's vmw_balloon $(ere "$version") .*: loaded the kernel's own vmw_balloon instead" <<<"$journal"
 balloon_keep 1024
 check "sig_enforce: the kernel's own driver balloons $want frames" wait_for 120 host_locked_is "$want"
 balloon_keep 2048
