@@ -40,15 +40,20 @@ repository)
 	headers=$(sed -n 's/^vmw-balloon-dkms: .*, run: apt install \(linux-headers-.*\)$/\1/p' <<<"$apt_output" | tail -n 1)
 	note "the package names: ${headers:-nothing}"
 	check "install: the package names the running kernel's headers" \
-		grep -qw -- "linux-headers-$(ere "$kver")" <<<"$headers"
+		grep -qwE -- "linux-headers-$(ere "$kver")" <<<"$headers"
 	# genericcloud runs the cloud flavour, from linux-image-cloud-amd64
 	if [[ $kver == *-cloud-amd64 ]]; then
 		check "install: ... and the cloud flavour's headers metapackage" \
 			grep -qw -- "linux-headers-cloud-amd64" <<<"$headers"
 	fi
 	start=$SECONDS
-	check "install: apt installs what the package named" \
-		guest "DEBIAN_FRONTEND=noninteractive apt-get install -y ${headers:-nothing-named} >/tmp/headers.log 2>&1"
+	if guest "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y \
+			${headers:-nothing-named} >/tmp/headers.log 2>&1"; then
+		pass "install: apt installs what the package named"
+	else
+		fail "install: apt installs what the package named"
+		guest tail -n 15 /tmp/headers.log | sed 's/^/#   | /'
+	fi
 	note "the headers and DKMS's build took $((SECONDS - start)) s"
 	# trixie's dkms recommends no headers, bookworm's the generic flavour's
 	if [[ $kver == *-cloud-amd64 && $suite != bookworm && $suite != bullseye ]]; then
