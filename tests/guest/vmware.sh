@@ -37,7 +37,9 @@ repository)
 	install_from_repository
 	note "apt install vmw-balloon-dkms took $((SECONDS - start)) s"
 	# what the package says to install, as an admin copies it
-	headers=$(sed -n 's/^vmw-balloon-dkms: .*, run: apt install \(linux-headers-.*\)$/\1/p' <<<"$apt_output" | tail -n 1)
+	# (apt's output, through ssh, ends some lines in a carriage return)
+	headers=$(tr -d '\r' <<<"$apt_output" |
+		sed -n 's/^vmw-balloon-dkms: .*, run: apt install \(linux-headers-.*\)$/\1/p' | tail -n 1)
 	note "the package names: ${headers:-nothing}"
 	check "install: the package names the running kernel's headers" \
 		grep -qwE -- "linux-headers-$(ere "$kver")" <<<"$headers"
