@@ -7,8 +7,10 @@
 #                   (tests/run --long; `tests/run --list-long` names them)
 #   make deb        build/deb/vmw-balloon-dkms_<version>_all.deb
 #   make rpm        build/rpm/RPMS/noarch/vmw-balloon-dkms-<version>-1.noarch.rpm
-#   make repo       build/repo/: a signed apt repository holding the .deb
-#                   (debian/make-repo; the key: tests/lib/project-key), and
+#   make repo       publish the .deb in REPO_DIR (default build/repo/), a
+#                   signed apt repository that keeps every version published
+#                   (debian/make-repo; keys: VMB_SIGNING_KEY, see
+#                   tests/lib/project-key), with the keyring package and
 #                   cloud-init-user-data.yaml for it (URI: VMB_REPO_URI)
 #   make qemu       the QEMU with the vmware-balloon device (cached); prints its path
 #   make qemu-series  the device as a git format-patch series against the
@@ -78,8 +80,9 @@ $(DEB): dkms.conf $(MODULE_SOURCES) $(wildcard debian/* debian/source/* debian/m
 	cd $(BUILD)/deb/vmw-balloon-$(VERSION) && dpkg-buildpackage -us -uc -b
 	@ls -l $@
 
+REPO_DIR ?= $(BUILD)/repo
 repo: $(DEB)
-	debian/make-repo $(BUILD)/repo $(DEB)
+	debian/make-repo $(REPO_DIR) $(DEB)
 
 rpm: $(RPM)
 # The loader and its modprobe.d rule are the .deb's (debian/); COPYING,
