@@ -82,6 +82,10 @@ if [[ $variant == secureboot ]]; then
 else
 	packages+=(grub-pc)
 fi
+if [[ $variant == genericcloud ]]; then
+	# Debian's cloud images install security updates by themselves
+	packages+=(unattended-upgrades)
+fi
 if [[ $variant == full || $variant == secureboot ]]; then
 	# what most tests use inside the guest
 	packages+=(linux-headers-cloud-amd64 dkms build-essential stress-ng)

@@ -55,14 +55,21 @@ if [[ ! -e $root/usr/lib/systemd/system/cloud-init-main.service &&
 	! -e $root/lib/systemd/system/cloud-init-main.service ]]; then
 	unneeded+=(cloud-init-local.service)
 fi
+# genericcloud keeps what touches dpkg on Debian's genericcloud image: apt's
+# daily timers (apt-daily-upgrade runs unattended-upgrades) and the dpkg
+# database backup, so that a first boot there meets apt's locks as a real
+# one may; the images the other tests use mask them, so that no apt run
+# of their own starts in the middle of a test.
+if [[ $variant != genericcloud ]]; then
+	unneeded+=(apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer)
+fi
 say "services: networkd on, nothing that waits for or reaches the network"
 in_root systemctl enable systemd-networkd.service >/dev/null 2>&1
 in_root systemctl mask "${unneeded[@]}" \
 	systemd-binfmt.service \
 	systemd-networkd-wait-online.service \
-	apt-daily.timer apt-daily-upgrade.timer \
 	man-db.timer e2scrub_all.timer e2scrub_reap.service \
-	fstrim.timer dpkg-db-backup.timer logrotate.timer \
+	fstrim.timer logrotate.timer \
 	>/dev/null 2>&1
 
 say "a fresh machine-id on every guest's first boot"

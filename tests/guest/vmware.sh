@@ -326,7 +326,7 @@ check "sig_enforce: and back to 0" wait_for 120 host_locked_is 0
 check_dmesg_clean "VMware guest"
 
 # g. purge: the kernel's own module is back
-guest "DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms" >&2
+guest "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 purge -y vmw-balloon-dkms" >&2
 check_eq "purge: dkms knows no vmw_balloon" "$(guest dkms status vmw_balloon)" ""
 check_eq "purge: modinfo -n is the kernel's own module again" "$(guest modinfo -n vmw_balloon)" "$intree"
 check "purge: the kernel's own module file is there" guest test -f "$intree"

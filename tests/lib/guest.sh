@@ -481,14 +481,19 @@ hand_in_backports_kernel() {
 	hand_in_as kernel "$debs"
 }
 
-# The project's apt repository (make repo), built if it is not there yet;
-# guest tests beside one another build it once. Sets repo_dir.
+# The project's apt repository (debian/make-repo, as `make repo` makes
+# it) for the tests, in build/test-repo, made again whenever the .deb is
+# newer (a published repository keeps its versions, and refuses a version
+# rebuilt with other bytes; this one starts afresh); guest tests beside
+# one another make it once. Sets repo_dir.
 ensure_repo() {
-	repo_dir=$root/build/repo
+	repo_dir=$root/build/test-repo
 	mkdir -p "$root/build"
 	(
 		flock 9
-		[[ -f $repo_dir/dists/stable/InRelease && $repo_dir -nt $deb ]] || make -C "$root" repo >&2
+		if [[ ! -f $repo_dir/dists/vmw-balloon-dkms/InRelease || ! $repo_dir -nt $deb ]]; then
+			rm -rf "$repo_dir" && "$root/debian/make-repo" "$repo_dir" "$deb" >/dev/null
+		fi
 	) 9>"$root/build/.package.lock" || bail "cannot build the apt repository"
 }
 
@@ -515,22 +520,22 @@ boot_genericcloud() {
 # them when there is one.
 add_repository() {
 	guest "install -D -m 644 /opt/vmb/repo/vmw-balloon-dkms-archive-keyring.gpg \
-			/etc/apt/keyrings/vmw-balloon-dkms-archive-keyring.gpg &&
+			/usr/share/keyrings/vmw-balloon-dkms-archive-keyring.gpg &&
 		sed 's|^URIs: .*|URIs: file:/opt/vmb/repo|' /opt/vmb/repo/vmw-balloon-dkms.sources \
 			>/etc/apt/sources.list.d/vmw-balloon-dkms.sources &&
 		mkdir -p /etc/apt/offline && mv /etc/apt/sources.list /etc/apt/sources.list.d/debian.sources /etc/apt/offline/ 2>/dev/null;
 		if [ -d /opt/vmb/debian ]; then
-			sed 's|^URIs: .*|URIs: file:/opt/vmb/debian|' /opt/vmb/repo/vmw-balloon-dkms.sources \
-				>/etc/apt/sources.list.d/debian-partial.sources
+			sed -e 's|^URIs: .*|URIs: file:/opt/vmb/debian|' -e 's|^Suites: .*|Suites: stable|' \
+				/opt/vmb/repo/vmw-balloon-dkms.sources >/etc/apt/sources.list.d/debian-partial.sources
 		fi &&
-		apt-get update -q" >&2 || bail "apt cannot read the repository"
+		apt-get -o DPkg::Lock::Timeout=600 update -q" >&2 || bail "apt cannot read the repository"
 }
 
 # install_from_repository: add_repository, then `apt install
 # vmw-balloon-dkms` by name. Leaves apt's output in $apt_output.
 install_from_repository() {
 	add_repository
-	apt_output=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y vmw-balloon-dkms 2>&1")
+	apt_output=$(guest "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y vmw-balloon-dkms 2>&1")
 	local rc=$?
 	sed 's/^/#   | /' <<<"$apt_output" | grep -Ei 'vmw|dkms|headers|error|warning' | head -n 30
 	check_eq "install: apt install vmw-balloon-dkms from the repository exits 0" "$rc" 0
