@@ -1,21 +1,29 @@
 #!/bin/bash
-# The package upgraded, downgraded and purged as an admin does it, from the
-# project's signed repository, which carries the tree's version (OLD) and a
-# newer one built for this test from the same tree (NEW: the patch number
-# plus one, tests/lib/bumped-deb). On a VMware-like guest of the full image
-# (dkms, a compiler and the running kernel's headers already there: the
-# genericcloud path is vmware.sh's and cloud-init.sh's; this test is about
-# what DKMS does across versions):
+# The package upgraded, pinned, downgraded and purged as an admin does it,
+# from the project's signed repository as it lives on: it first carries the
+# tree's version (OLD), then also a newer one built for this test from the
+# same tree (NEW: the patch number plus one, tests/lib/bumped-deb),
+# published into the same repository (debian/make-repo keeps the pool),
+# while its signing key is rotated from A to B (test keys): OLD is signed
+# by A, the publication of NEW by A and B, the last one by B alone. On a
+# VMware-like guest of the full image (dkms, a compiler and the running
+# kernel's headers already there: the genericcloud path is vmware.sh's and
+# cloud-init.sh's; this test is about versions and keys):
 #
-#   apt install vmw-balloon-dkms=OLD, reboot: OLD autoloads;
-#   apt upgrade: DKMS removes OLD's build and builds NEW, dkms status
-#   names NEW only; reboot: NEW autoloads and balloons 1 GiB;
+#   the keyring package and vmw-balloon-dkms=OLD installed, reboot: OLD
+#   autoloads;
+#   NEW published (A and B): apt offers OLD and NEW; with OLD pinned, apt
+#   upgrade takes the keyring package that holds B and keeps OLD;
+#   unpinned, apt upgrade: DKMS removes OLD's build and builds NEW, dkms
+#   status names NEW only; reboot: NEW autoloads and balloons 1 GiB;
+#   published again by B alone: apt accepts it with no step of the admin's
+#   and takes the keyring package that holds B alone;
 #   apt install --allow-downgrades vmw-balloon-dkms=OLD: OLD only again;
 #   apt purge: no trace in DKMS or /lib/modules, the kernel's own
 #   vmw_balloon loads and balloons again.
 #
-# Verdicts come from the guest (dpkg, dkms, modinfo, /sys/module) and from
-# the emulated host (its locked frames).
+# Verdicts come from the guest (apt, dpkg, dkms, modinfo, /sys/module) and
+# from the emulated host (its locked frames).
 #
 #   tests/guest/upgrade-package.sh [SUITE]   bookworm (default: $VMB_SUITE
 #                                            or bookworm), trixie or sid
@@ -29,19 +37,39 @@ new=$(awk -F. '{print $1 "." $2 "." $3 + 1}' <<<"$old")
 work=$root/build/upgrade-package
 ensure_deb
 new_deb=$("$root/tests/lib/bumped-deb" "$new" "$work/deb" | tail -n 1) || bail "cannot build the $new .deb"
-repo_dir=$("$root/debian/make-repo" "$work/repo" "$deb" "$new_deb" | tail -n 1) ||
-	bail "cannot make the repository of $old and $new"
+rm -rf "$work/repo" "$work/gnupg"
+mkdir -p -m 700 "$work/gnupg"
+export GNUPGHOME=$work/gnupg
+for k in A B; do
+	gpg --batch --passphrase '' --quick-gen-key "upgrade test key $k" rsa2048 sign never 2>/dev/null ||
+		bail "cannot make test key $k"
+done
+fpr_of() { gpg --batch --with-colons --list-keys "$1" | awk -F: '$1 == "fpr" {print $10; exit}'; }
+key_a=$(fpr_of "upgrade test key A") key_b=$(fpr_of "upgrade test key B")
+# publish KEYS [DEB]: DEB (if any) into the repository, signed by KEYS
+publish() {
+	VMB_SIGNING_KEY=$1 VMB_REPO_URI=file:/opt/vmb/repo "$root/debian/make-repo" "$work/repo" "${@:2}" >/dev/null ||
+		bail "cannot publish ${2:-the repository} signed by $1"
+}
+# push_repo: the guest's copy of the repository made the host's again
+push_repo() {
+	guest rm -rf /opt/vmb/repo && "$vm" copy "$GUEST" "$work/repo" /opt/vmb/ >&2 ||
+		bail "cannot copy the repository into the guest"
+}
+publish "$key_a" "$deb"
+repo_dir=$work/repo
 hand_in_as repo "$repo_dir"
 boot_with_deb VMware-like --file "$handed/repo"
 learn_kernel_module
 add_repository
-note "the repository: $(guest apt-cache madison vmw-balloon-dkms | awk -F'|' '{gsub(/ /, "", $2); printf "%s ", $2}')"
-check_eq "repository: apt offers $new and $old" \
-	"$(guest "apt-cache madison vmw-balloon-dkms | awk -F'|' '{gsub(/ /, \"\", \$2); print \$2}' | sort -V | xargs")" \
-	"$old $new"
-check "repository: apt's candidate is $new" \
-	guest "apt-cache policy vmw-balloon-dkms | grep -qx '  Candidate: $(ere "$new")'"
-
+guest "DEBIAN_FRONTEND=noninteractive apt-get install -y vmw-balloon-dkms-archive-keyring" >&2
+check_eq "repository: the keyring package (1) owns the keyring" \
+	"$(guest "dpkg-query -W -f='\${Version}' vmw-balloon-dkms-archive-keyring && dpkg -S /usr/share/keyrings/vmw-balloon-dkms-archive-keyring.gpg | cut -d: -f1" | xargs)" \
+	"1 vmw-balloon-dkms-archive-keyring"
+release=$(guest "apt-cache policy | grep -A1 'file:/opt/vmb/repo' | grep -o 'release .*'")
+note "apt's view of the repository: $release"
+check "repository: its release is o=vmw-balloon-dkms,a=vmw-balloon-dkms,n=vmw-balloon-dkms (no a=stable)" \
+	grep -q 'o=vmw-balloon-dkms,a=vmw-balloon-dkms,n=vmw-balloon-dkms' <<<"$release"
 # note_lines TEXT: each line of TEXT as a comment of the log
 note_lines() {
 	local line
@@ -80,6 +108,12 @@ dkms_only() {
 		"$(guest modinfo -F version "$moddir/updates/dkms/vmw_balloon$ko")" "$2"
 }
 
+# madison: the versions of vmw-balloon-dkms apt offers, oldest first
+madison() {
+	guest "apt-cache madison vmw-balloon-dkms | awk -F'|' '{gsub(/ /, \"\", \$2); print \$2}' | sort -V | xargs"
+}
+check_eq "repository: apt offers $old" "$(madison)" "$old"
+
 # a. OLD by name, then a reboot: OLD autoloads
 apt_run "install $old" "apt-get install -y vmw-balloon-dkms=$old"
 check_eq "install $old: dpkg has $old installed" "$(installed_version)" "$old"
@@ -87,6 +121,29 @@ dkms_only "install $old" "$old"
 check_dkms_installed "install $old"
 "$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
 check_autoloaded
+
+# NEW published into the same repository, signed by A and B
+publish "$key_a $key_b" "$new_deb"
+note "the pool: $(cd "$work/repo/pool/main" && echo *)"
+push_repo
+note "rotation, A and B: apt-get update says:"
+note_lines "$(guest apt-get update 2>&1)"
+check_eq "repository: apt offers $old and $new (the pool kept $old)" "$(madison)" "$old $new"
+check "repository: apt's candidate is $new" \
+	guest "apt-cache policy vmw-balloon-dkms | grep -qx '  Candidate: $(ere "$new")'"
+keyring_version() { guest "dpkg-query -W -f='\${db:Status-Abbrev} \${Version}' vmw-balloon-dkms-archive-keyring" | awk '$1 == "ii" {print $2}'; }
+guest_keyring_is_published() {
+	[[ $(guest sha256sum /usr/share/keyrings/vmw-balloon-dkms-archive-keyring.gpg | cut -d' ' -f1) == \
+		$(sha256sum <"$work/repo/vmw-balloon-dkms-archive-keyring.gpg" | cut -d' ' -f1) ]]
+}
+
+# OLD pinned: apt upgrade takes the new keyring package, not NEW
+guest "printf 'Package: vmw-balloon-dkms\nPin: version $old\nPin-Priority: 1001\n' >/etc/apt/preferences.d/vmw-balloon-dkms"
+apt_run "pinned" "apt-get upgrade -y"
+check_eq "pinned: dpkg still has $old" "$(installed_version)" "$old"
+check_eq "rotation: apt upgrade took keyring package 2 (A and B)" "$(keyring_version)" 2
+check "rotation: the guest's keyring is the published one (A and B)" guest_keyring_is_published
+guest rm /etc/apt/preferences.d/vmw-balloon-dkms
 
 # b. apt upgrade: DKMS removes OLD's build and builds NEW
 before=$(guest dkms status)
@@ -113,6 +170,20 @@ note "inflated in $((SECONDS - start)) s"
 check "$new: the driver's debugfs current agrees" wait_for 30 eval '[[ $(guest_stat current) == "$want" ]]'
 balloon_keep 2048
 check "$new: deflates to 0" wait_for 60 host_locked_is 0
+
+# Published again by B alone: the guest follows with no step of its own
+publish "$key_b"
+push_repo
+update_out=$(guest apt-get update 2>&1)
+note "rotation, B alone: apt-get update says:"
+note_lines "$update_out"
+check "rotation: apt update reports no signature problem" \
+	eval '! grep -Ei "NO_PUBKEY|not signed|EXPKEYSIG|BADSIG|is not valid|^(W|E):" <<<"$update_out"'
+apt_run "rotation, B alone" "apt-get upgrade -y"
+check_eq "rotation: apt upgrade took keyring package 3 (B alone)" "$(keyring_version)" 3
+check "rotation: the guest's keyring is the published one (B alone)" guest_keyring_is_published
+check_eq "rotation: the published keyring holds B alone" \
+	"$(gpg --batch --with-colons --show-keys "$work/repo/vmw-balloon-dkms-archive-keyring.gpg" | awk -F: '$1 == "pub" {p = 1} $1 == "fpr" && p {print $10; p = 0}' | xargs)" "$key_b"
 
 # d. downgrade to OLD
 apt_run "downgrade" "apt-get install -y --allow-downgrades vmw-balloon-dkms=$old"
