@@ -64,7 +64,7 @@ learn_kernel_module
 add_repository
 guest "DEBIAN_FRONTEND=noninteractive apt-get install -y vmw-balloon-dkms-archive-keyring" >&2
 check_eq "repository: the keyring package (1) owns the keyring" \
-	"$(guest "dpkg-query -W -f='\${Version}' vmw-balloon-dkms-archive-keyring && dpkg -S /usr/share/keyrings/vmw-balloon-dkms-archive-keyring.gpg | cut -d: -f1" | xargs)" \
+	"$(guest "dpkg-query -W -f='\${Version}\n' vmw-balloon-dkms-archive-keyring && dpkg -S /usr/share/keyrings/vmw-balloon-dkms-archive-keyring.gpg | cut -d: -f1" | xargs)" \
 	"1 vmw-balloon-dkms-archive-keyring"
 release=$(guest "apt-cache policy | grep -A1 'file:/opt/vmb/repo' | grep -o 'release .*'")
 note "apt's view of the repository: $release"
