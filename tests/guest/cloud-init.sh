@@ -12,7 +12,7 @@
 #  - what a real first boot may meet: unattended-upgrades run at first boot
 #    (unattended-upgrade run from bootcmd, to its end; then apt-daily and
 #    apt-daily-upgrade.service started, which run once the network is up,
-#    beside the project's runcmd), and dpkg's locks held from bootcmd
+#    beside the project's runcmd, if they get to it: their state is shown), and dpkg's locks held from bootcmd
 #    until the project's runcmd is seen waiting for them (released then;
 #    without the wait the install fails, and the holder keeps the lock for
 #    15 minutes). bootcmd runs before sysinit.target: what it starts must
@@ -104,8 +104,9 @@ check_eq "cloud-init: no errors in result.json" \
 	"$(guest "python3 -c 'import json; print(len(json.load(open(\"/run/cloud-init/result.json\"))[\"v1\"][\"errors\"]))'")" 0
 check "first boot: unattended-upgrades ran (its log)" \
 	guest "grep -q 'Starting unattended upgrades script' /var/log/unattended-upgrades/unattended-upgrades.log"
-check "first boot: apt-daily-upgrade.service ran too" \
-	guest "systemctl show -P ExecMainStartTimestampMonotonic apt-daily-upgrade.service | grep -qvx 0"
+# apt's daily services were started beside the runcmd: whether they got to
+# run before it ended is a race, so it is reported, not judged
+note "apt-daily.service and apt-daily-upgrade.service: $(guest "systemctl show -P ActiveState -P Result -P ExecMainStartTimestamp apt-daily.service apt-daily-upgrade.service" | xargs)"
 check "first boot: the timers that run apt are on (apt-daily, apt-daily-upgrade)" \
 	guest "systemctl is-enabled apt-daily.timer apt-daily-upgrade.timer | grep -vqx enabled && exit 1; true"
 check "first boot: the project's runcmd waited for dpkg's lock ('Waiting for cache lock' in its output)" \
