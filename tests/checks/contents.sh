@@ -4,7 +4,8 @@
 # build products, no VCS files. Apart from that, only documentation under
 # /usr/share/doc (and the licence under /usr/share/licenses in the .rpm),
 # and the program that loads vmw_balloon (debian/load-vmw-balloon) with the
-# modprobe.d install rule that runs it.
+# modprobe.d install rule that runs it; in the .deb also the kernel hook
+# (debian/kernel-hook) and the two /etc/kernel hooks that run it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
@@ -42,7 +43,10 @@ inspect() {	# name, list of files (no leading ./ or /), files allowed besides
 
 inspect "$deb" "$(dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {print $6}' | sed 's|^\./||')" \
 	"usr/lib/vmw-balloon-dkms/load-vmw-balloon
-lib/modprobe.d/vmw-balloon-dkms.conf"
+lib/modprobe.d/vmw-balloon-dkms.conf
+usr/lib/vmw-balloon-dkms/kernel-hook
+etc/kernel/postinst.d/50-vmw-balloon-dkms
+etc/kernel/header_postinst.d/50-vmw-balloon-dkms"
 inspect "$rpm" "$(rpm -qpl "$rpm" 2>/dev/null | sed 's|^/||' |
 	while read -r f; do	# its directories
 		[[ $f == "$srcdir" || $f == "$srcdir/probes" || $f == usr/lib/vmw-balloon-dkms ||
@@ -65,5 +69,12 @@ if grep -q "DKMS_VERSION=$version" "$tmp/DEBIAN/postinst" && ! grep -q '#MODULE_
 	echo "ok: postinst builds vmw_balloon $version"
 else
 	echo "WRONG: postinst does not name version $version"; fail=1
+fi
+hook=$tmp/usr/lib/vmw-balloon-dkms/kernel-hook
+if grep -qx "version=$version" "$hook" && [[ -x $hook ]] &&
+	[[ -x $tmp/etc/kernel/postinst.d/50-vmw-balloon-dkms && -x $tmp/etc/kernel/header_postinst.d/50-vmw-balloon-dkms ]]; then
+	echo "ok: the kernel hooks are executable and build $version"
+else
+	echo "WRONG: the kernel hooks are not executable, or do not build $version"; fail=1
 fi
 exit $fail
