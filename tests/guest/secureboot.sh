@@ -21,7 +21,10 @@
 # module must autoload, signed by that key, under lockdown, and balloon.
 # Then the suite's backports kernel is installed: DKMS builds and signs
 # for it with the same key, and after the reboot into it the module loads
-# with no new enrollment.
+# with no new enrollment. Then DKMS's key is made anew (the old one stays
+# enrolled): the kernel's own module loads and balloons, and the journal
+# says why; then a purge puts the kernel's own module back, verified by
+# dpkg.
 # shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
 enroll=0
@@ -248,4 +251,52 @@ check "kernel upgrade: the host holds $want frames within 120 s" wait_for 120 ho
 balloon_keep 2048
 check "kernel upgrade: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
 note "the kernel upgrade part took $((SECONDS - upgrade_start)) s"
+
+# h. DKMS's key made anew after the enrollment (the old key stays
+# enrolled, the new one signs): the kernel refuses the module signed by
+# the new key, the kernel's own loads in its place and balloons, and the
+# journal says the enrolled DKMS key is another one. The loader runs at
+# every load, so `rmmod; modprobe` is enough, no reboot.
+guest "mkdir -p /root/old-mok && mv /var/lib/dkms/mok.key /var/lib/dkms/mok.pub /root/old-mok/" ||
+	bail "cannot move DKMS's key aside"
+out=$(guest "dkms install --force vmw_balloon/$version -k $new 2>&1")
+check_eq "new key: dkms install --force rebuilds and signs with a new key" "$?" 0
+new_signer=$(guest "openssl x509 -inform DER -in /var/lib/dkms/mok.pub -noout -serial 2>/dev/null")
+note "the enrolled key's serial: $(guest "openssl x509 -inform DER -in /root/old-mok/mok.pub -noout -serial"), the new one's: $new_signer"
+check "new key: the new key is not the enrolled one" 	guest '! cmp -s /var/lib/dkms/mok.pub /root/old-mok/mok.pub && ! mokutil --test-key /var/lib/dkms/mok.pub | grep -q "is already enrolled"'
+journal_lines=$(guest "journalctl -b -o cat -t vmw-balloon-dkms | wc -l")
+out=$(guest "rmmod vmw_balloon && modprobe vmw_balloon 2>&1")
+rc=$?
+check_eq "new key: rmmod, then modprobe vmw_balloon succeeds" "$rc" 0
+journal=$(guest "journalctl -b -o cat -t vmw-balloon-dkms | tail -n +$((journal_lines + 1))")
+sed 's/^/#   journal | /' <<<"$journal"
+check "new key: the kernel refused DKMS's module, the kernel's own was loaded" \
+	grep -qE "the kernel refused DKMS's vmw_balloon $(ere "$version") .*: loaded the kernel's own vmw_balloon instead" <<<"$journal"
+check "new key: the journal says the enrolled DKMS key is another one" \
+	grep -qF "the DKMS key the kernel holds is another one" <<<"$journal"
+check "new key: the loaded module is the kernel's own (no version)" \
+	guest 'test -d /sys/module/vmw_balloon && ! test -e /sys/module/vmw_balloon/version'
+balloon_keep 1024
+check "new key: the host holds $want frames within 120 s" wait_for 120 host_locked_is "$want"
+balloon_keep 2048
+check "new key: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
+
+# i. purge after an enrollment: the kernel's own module is back where its
+# package put it and verifies clean; the key stays enrolled (README.Debian
+# says how to delete it)
+intree=$(guest "find /lib/modules/$new/kernel /var/lib/dkms/vmw_balloon/original_module/$new -name 'vmw_balloon.ko*' 2>/dev/null" | head -n 1)
+out=$(guest "rmmod vmw_balloon; DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms 2>&1")
+check_eq "purge after enrollment: apt purge exits 0" "$?" 0
+check_eq "purge after enrollment: dkms knows no vmw_balloon" "$(guest dkms status vmw_balloon)" ""
+own=$(guest modinfo -n vmw_balloon)
+check "purge after enrollment: modinfo -n is $new's own module, in its tree" \
+	grep -Eq "^(/usr)?/lib/modules/$(ere "$new")/kernel/drivers/misc/vmw_balloon\.ko" <<<"$own"
+image_pkg=$(guest "dpkg -S '$own' 2>/dev/null || dpkg -S \"\$(readlink -f '$own')\"" | cut -d: -f1)
+verify=$(guest dpkg --verify "$image_pkg" 2>&1)
+note "dpkg --verify $image_pkg: ${verify:-clean}"
+check_eq "purge after enrollment: dpkg --verify of $new's package ($image_pkg) is clean" "$verify" ""
+check "purge after enrollment: the kernel's own loads under lockdown" \
+	guest 'modprobe vmw_balloon && test -d /sys/module/vmw_balloon && ! test -e /sys/module/vmw_balloon/version'
+check "purge after enrollment: the enrolled key stays enrolled (mokutil --delete removes it)" \
+	guest 'mokutil --test-key /root/old-mok/mok.pub | grep -q "is already enrolled"'
 finish
