@@ -7,9 +7,18 @@
 # autoloads there and balloons; purging the old kernel leaves DKMS clean.
 # Verdicts come from the guest and from the emulated host.
 #
-#   tests/guest/upgrade.sh [SUITE]   trixie (default: 6.12 to
-#                                    trixie-backports' 7.x) or bookworm
+#   tests/guest/upgrade.sh [--genericcloud] [SUITE]   trixie (default: 6.12
+#                                    to trixie-backports' 7.x) or bookworm
 #                                    (6.1 to bookworm-backports' 6.12)
+#
+# --genericcloud: as an admin's cloud guest gets a new kernel. The guest
+# starts as the genericcloud image; the package is installed by name from
+# the repository, with the headers it names (the running kernel's and the
+# flavour's metapackage); the backports kernel arrives with a plain
+# `apt full-upgrade` from the host's partial mirror, which carries the
+# backports' cloud image and headers metapackages (tests/lib/partial-mirror
+# --with-backports-kernel): the headers metapackage brings the new
+# kernel's headers, and no generic-flavour headers ever come.
 #
 # The new kernel is then booted $VMB_UPGRADE_BOOTS times in all (default
 # 10 for bookworm, whose backports kernel died at boot under QEMU 7.2's
@@ -17,30 +26,66 @@
 # clean kernel log and the DKMS module loaded.
 # shellcheck source=tests/lib/guest.sh
 source "$(dirname "$0")/../lib/guest.sh"
+genericcloud=0
+if [[ ${1:-} == --genericcloud ]]; then
+	genericcloud=1
+	shift
+fi
 suite=${1:-trixie}
 case $suite in
 bookworm) new_series='6\.12\.' boots=${VMB_UPGRADE_BOOTS:-10} ;;
 trixie) new_series='7\.' boots=${VMB_UPGRADE_BOOTS:-1} ;;
 *) echo "unknown suite '$suite' (trixie or bookworm)" >&2 && exit 2 ;;
 esac
-GUEST=${GUEST:-vmb-test-upgrade-$suite}
+GUEST=${GUEST:-vmb-test-upgrade-$suite$( ((genericcloud)) && echo -gc)}
 
-hand_in_backports_kernel full
-[[ $new =~ ^$new_series ]] || bail "expected one $new_series cloud kernel among the packages, found '$new'"
+if ((genericcloud)); then
+	mirror_opts=(--with-backports-kernel)
+	boot_genericcloud VMware-like
+	old=$kver
+	learn_kernel_module
+	install_from_repository
+	headers=$(tr -d '\r' <<<"$apt_output" |
+		sed -n 's/^vmw-balloon-dkms: .*, run: apt install \(linux-headers-.*\)$/\1/p' | tail -n 1)
+	note "the package names: ${headers:-nothing}"
+	check "install: the package names the cloud flavour's headers metapackage" \
+		grep -qw -- "linux-headers-cloud-amd64" <<<"$headers"
+	# DKMS builds while they install: under TCG beside other guests
+	# that can take longer than guest's default 15 minutes
+	guest_timeout=2400 check "install: apt installs what the package named" \
+		guest "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y ${headers:-nothing-named} >/tmp/headers.log 2>&1"
+	check_dkms_installed "before the upgrade"
+	start=$SECONDS
+	out=$(guest_timeout=2400 guest "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 full-upgrade -y 2>&1")
+	rc=$?
+	note "apt full-upgrade took $((SECONDS - start)) s"
+	sed 's/^/#   | /' <<<"$out" | grep -Ei 'dkms|vmw_balloon|error|warning|grub|initramfs|linux-(image|headers)' | head -n 40
+	check_eq "upgrade: apt full-upgrade exits 0" "$rc" 0
+	new=$(guest "ls /boot/vmlinuz-* | sed 's|^/boot/vmlinuz-||' | sort -V | tail -n 1")
+	check "upgrade: full-upgrade brought a $new_series cloud kernel ($new)" \
+		grep -Eqx "$new_series.*-cloud-amd64" <<<"$new"
+	check "upgrade: ... and its headers, through the flavour's metapackage" \
+		guest "dpkg-query -W -f='\${db:Status-Abbrev}' linux-headers-$new | grep -q '^ii'"
+	check "upgrade: no generic-flavour headers (linux-headers-amd64) ever came" \
+		guest "! dpkg-query -W -f='\${db:Status-Abbrev}' linux-headers-amd64 2>/dev/null | grep -q '^ii'"
+else
+	hand_in_backports_kernel full
+	[[ $new =~ ^$new_series ]] || bail "expected one $new_series cloud kernel among the packages, found '$new'"
 
-boot_with_deb VMware-like --file "$handed/kernel"
-old=$kver
-learn_kernel_module
-install_deb
-check_dkms_installed "before the upgrade"
+	boot_with_deb VMware-like --file "$handed/kernel"
+	old=$kver
+	learn_kernel_module
+	install_deb
+	check_dkms_installed "before the upgrade"
 
-# The new kernel and headers: DKMS builds for them from the kernel's hooks.
-start=$SECONDS
-out=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /opt/vmb/kernel/*.deb 2>&1")
-rc=$?
-note "installed the new kernel in $((SECONDS - start)) s"
-sed 's/^/#   | /' <<<"$out" | grep -Ei 'dkms|vmw_balloon|error|warning|grub|initramfs' | head -n 40
-check_eq "upgrade: apt installs the new kernel and headers" "$rc" 0
+	# The new kernel and headers: DKMS builds for them from the kernel's hooks.
+	start=$SECONDS
+	out=$(guest "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends /opt/vmb/kernel/*.deb 2>&1")
+	rc=$?
+	note "installed the new kernel in $((SECONDS - start)) s"
+	sed 's/^/#   | /' <<<"$out" | grep -Ei 'dkms|vmw_balloon|error|warning|grub|initramfs' | head -n 40
+	check_eq "upgrade: apt installs the new kernel and headers" "$rc" 0
+fi
 kver=$new
 status=$(guest dkms status vmw_balloon -k "$new")
 note "dkms status for $new: $status"

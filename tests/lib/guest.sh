@@ -11,6 +11,7 @@ version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' "$root/dkms.conf")
 deb=$root/build/deb/vmw-balloon-dkms_${version}_all.deb
 device=/machine/peripheral/vmb0
 kver= # the guest's `uname -r`: each test sets it once its guest is up
+mirror_opts=() # options for tests/lib/partial-mirror (boot_genericcloud)
 
 tap_n=0 tap_passed=0 tap_failed=0 tap_skipped=0
 
@@ -500,13 +501,14 @@ ensure_repo() {
 # boot_genericcloud KIND [VM-START-ARGS...]: boot $GUEST afresh from the
 # genericcloud image (no dkms, compiler or headers), with the project's
 # repository and a partial Debian mirror for it (tests/lib/partial-mirror)
-# handed in as /opt/vmb/repo and /opt/vmb/debian. Sets kver.
+# handed in as /opt/vmb/repo and /opt/vmb/debian; the array mirror_opts,
+# if set, holds options for partial-mirror. Sets kver.
 boot_genericcloud() {
 	local kind=$1 mirror
 	shift
 	ensure_deb
 	ensure_repo
-	mirror=$("$root/tests/lib/partial-mirror" "$suite" "$repo_dir" | tail -n 1) ||
+	mirror=$("$root/tests/lib/partial-mirror" "${mirror_opts[@]}" "$suite" "$repo_dir" | tail -n 1) ||
 		bail "cannot make the partial Debian mirror for the $suite guest"
 	hand_in_as repo "$repo_dir"
 	hand_in_as debian "$mirror"
