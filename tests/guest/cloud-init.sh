@@ -139,6 +139,15 @@ if ((without_headers)); then
 		"vmw-balloon-dkms: linux-headers-$kver is not in the archive" <<<"$output"
 	check "running: the kernel's own vmw_balloon (no version, no out-of-tree taint)" \
 		guest "test -d /sys/module/vmw_balloon && test ! -e /sys/module/vmw_balloon/version && ! grep -q O /sys/module/vmw_balloon/taint"
+	# the next boot: the package's loader finds no DKMS module for this
+	# kernel, loads the kernel's own, and names the packages to install
+	"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from reboot"
+	boot_journal=$(guest journalctl -b -t vmw-balloon-dkms -o cat)
+	sed 's/^/#   journal, after reboot | /' <<<"$boot_journal"
+	check "after reboot: the loader says there are no headers and names both packages" grep -Fq \
+		"DKMS has not built vmw_balloon for $kver: its headers are not installed. To build it for this kernel and the next ones: apt install linux-headers-$kver $meta: loaded the kernel's own" <<<"$boot_journal"
+	check "after reboot: the kernel's own vmw_balloon is loaded" \
+		guest "test -d /sys/module/vmw_balloon && test ! -e /sys/module/vmw_balloon/version"
 	want=$((1024 * 1024 / 4))
 	balloon_keep 1024
 	check "balloon: the kernel's own driver makes the host hold $want frames (1 GiB) within 180 s" \
