@@ -2,11 +2,9 @@
 /*
  * The balloon's policy, independent of any OS.
  *
- * Once a cycle (every second, every 100 ms while the target moves, or at
- * once when the host rings the doorbell) the core resets the connection if
- * the host asked for it, fetches the target and inflates or deflates
- * towards it;
- * between cycles, a glance at the target starts one early if it moved.
+ * Once a cycle (when vmb_next_wakeup() says, or at once when the host
+ * rings the doorbell) the core resets the connection if the host asked
+ * for it, fetches the target and inflates or deflates towards it.
  * This file decides how much, in which page size, and what each of the
  * host's answers means; protocol.c encodes the commands and the OS glue
  * behind os.h allocates and frees the pages. Between cycles the OS may
@@ -64,7 +62,6 @@ void vmb_init(struct vmb_balloon *b, u32 requested_caps, u64 *batch,
 	VMB_WRITE_ONCE(b->requested_caps, requested_caps & VMB_CAPS_ALL);
 	b->batch = batch;
 	b->batch_pfn = batch_pfn;
-	b->glance_wait_ms = VMB_POLL_GLANCE_MS;
 	VMB_WRITE_ONCE(b->reset_required, true);
 }
 
@@ -661,19 +658,85 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
 }
 
 /*
- * Poll fast for a while after the target moved, so that a host moving it
- * again is followed closely. Not when the balloon merely falls short of
- * the target: memory is scarce then, and retrying sooner would not help.
+ * When to poll, decided here and nowhere else: vmb_poll_update() moves
+ * the state at the end of each cycle, from what the cycle learned;
+ * vmb_next_wakeup() turns the state into the wait. The OS has one timer
+ * for it, and runs vmb_work() when it fires.
+ *
+ * A doorbell comes first: the host rings when the target moves, so
+ * polling faster than once a second would only ask a question the host
+ * answers unasked. Then a cycle that got no target (GET_TARGET failed, or
+ * the reset's START did): once a second, however fast the balloon polled
+ * before, so a failing host is asked at most once a second. Then a moved
+ * target: fast polling, a host that moved it is likely to move it again.
+ * Not when the balloon merely falls short of an unchanged target: memory
+ * is scarce then, and retrying sooner would not help; nor without the
+ * commands to follow a move. Otherwise the fast polling counts down, then
+ * the glancing backs off, wait after wait, into settled.
  */
-static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
+static void vmb_poll_update(struct vmb_balloon *b, bool answered, bool moved)
 {
-	/* read without the lock too: see vmb_poll_interval_ms() */
-	if (b->target != prev_target) {
-		VMB_WRITE_ONCE(b->fast_polls, VMB_POLL_FAST_CYCLES);
-		b->glance_wait_ms = VMB_POLL_GLANCE_MS;
-	} else if (b->fast_polls) {
-		VMB_WRITE_ONCE(b->fast_polls, b->fast_polls - 1);
+	enum vmb_poll_state state = b->poll_state;
+
+	if (b->doorbell_set) {
+		state = VMB_POLL_DOORBELL;
+	} else if (!answered) {
+		state = VMB_POLL_FAILING;
+	} else if (moved && b->batch_max) {
+		state = VMB_POLL_FAST;
+		b->fast_left = VMB_POLL_FAST_CYCLES;
+	} else if (state == VMB_POLL_FAST) {
+		if (!--b->fast_left) {
+			state = VMB_POLL_GLANCING;
+			VMB_WRITE_ONCE(b->glance_wait_ms, VMB_POLL_GLANCE_MS);
+		}
+	} else if (state == VMB_POLL_GLANCING) {
+		/* every glance, whatever it found, backs the next one off */
+		VMB_WRITE_ONCE(b->glance_wait_ms, b->glance_wait_ms * 2);
+		if (b->glance_wait_ms >= VMB_POLL_SLOW_MS / 2)
+			state = VMB_POLL_SETTLED;
+	} else {
+		state = VMB_POLL_SETTLED;
 	}
+	VMB_WRITE_ONCE(b->poll_state, state);
+}
+
+/**
+ * vmb_next_wakeup() - when the OS should run the next cycle
+ * @b: the balloon
+ *
+ * The one place that says when the balloon polls. Lockless, like
+ * vmb_doorbell(): the OS asks again after it queued the next cycle, to
+ * catch a ring that came in between.
+ *
+ * Return: at once if the host rang since the last cycle began; else by
+ * &enum vmb_poll_state: %VMB_POLL_FAST_MS while polling fast, the growing
+ * wait while glancing (neither deferrable: their point is to be on time),
+ * and %VMB_POLL_SLOW_MS, deferrable, when settled, failing, or with a
+ * doorbell.
+ */
+struct vmb_wakeup vmb_next_wakeup(const struct vmb_balloon *b)
+{
+	struct vmb_wakeup next = { .ms = VMB_POLL_SLOW_MS, .deferrable = true };
+
+	if (VMB_READ_ONCE(b->doorbell_rung)) {
+		next.ms = 0;
+		next.deferrable = false;
+		return next;
+	}
+	switch (VMB_READ_ONCE(b->poll_state)) {
+	case VMB_POLL_FAST:
+		next.ms = VMB_POLL_FAST_MS;
+		next.deferrable = false;
+		break;
+	case VMB_POLL_GLANCING:
+		next.ms = VMB_READ_ONCE(b->glance_wait_ms);
+		next.deferrable = false;
+		break;
+	default:
+		break;
+	}
+	return next;
 }
 
 /**
@@ -681,20 +744,18 @@ static void vmb_update_poll(struct vmb_balloon *b, u64 prev_target)
  * @b: the balloon
  *
  * Resets the connection if needed, then fetches the target and moves the
- * balloon towards it. The OS glue runs this when the interval it returns
- * has passed, or at once when the host rings (vmb_doorbell()), serialised
- * with everything else that touches @b.
+ * balloon towards it. The OS glue runs this on its one timer, when the
+ * wakeup it returns is due, or at once when the host rings
+ * (vmb_doorbell()), serialised with everything else that touches @b.
  *
- * Return: milliseconds until the next cycle, as vmb_poll_interval_ms()
- * gives them: 0 if the host rang while this cycle ran.
+ * Return: the next wakeup, as vmb_next_wakeup() gives it: at once if the
+ * host rang while this cycle ran.
  */
-unsigned int vmb_work(struct vmb_balloon *b)
+struct vmb_wakeup vmb_work(struct vmb_balloon *b)
 {
 	bool doorbell = VMB_XCHG(b->doorbell_rung, false);
-	u64 now = vmb_os_now_ms(b);
-	bool fresh = !doorbell && b->glanced &&
-		     now - b->glance_ms < VMB_POLL_GLANCE_MS;
-	u64 prev_target;
+	u64 prev_target = b->target;
+	bool answered = false;
 
 	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
 	if (doorbell)
@@ -702,23 +763,14 @@ unsigned int vmb_work(struct vmb_balloon *b)
 	/* memory pressure while the last cycle ran: the hold-off starts now */
 	vmb_take_pressure(b);
 
-	b->cycle_ms = now;
-	b->glanced = false;
-	prev_target = b->target;
-	if (b->reset_required) {
+	if (b->reset_required)
 		vmb_reset(b);
-		fresh = false;
-	}
-	/*
-	 * A glance that just asked, in the same wakeup: its answer will do,
-	 * unless the host rang since.
-	 */
-	if (!b->reset_required &&
-	    (fresh || vmb_send_get_target(b) == VMB_SUCCESS))
+	if (!b->reset_required && vmb_send_get_target(b) == VMB_SUCCESS) {
+		answered = true;
 		vmb_change(b);
-	/* failed cycles count too, or a failing host keeps us polling fast */
-	vmb_update_poll(b, prev_target);
-	return vmb_poll_interval_ms(b);
+	}
+	vmb_poll_update(b, answered, b->target != prev_target);
+	return vmb_next_wakeup(b);
 }
 
 /**
@@ -727,124 +779,13 @@ unsigned int vmb_work(struct vmb_balloon *b)
  *
  * For the OS's doorbell handler, at any time: it needs no lock and never
  * waits. The next vmb_work() counts the ring and asks for the target
- * anew; until it begins, vmb_poll_interval_ms() says 0, so that a ring
+ * anew; until it begins, vmb_next_wakeup() says "at once", so that a ring
  * that comes while a cycle runs is not pushed back by that cycle's own
  * rescheduling. The handler then kicks the worker itself.
  */
 void vmb_doorbell(struct vmb_balloon *b)
 {
 	(void)VMB_XCHG(b->doorbell_rung, true);
-}
-
-/**
- * vmb_poll_interval_ms() - when the OS should run the next cycle
- * @b: the balloon
- *
- * Lockless, like vmb_doorbell(): the OS may ask again after it queued the
- * next cycle, to catch a ring that came in between.
- *
- * Return: milliseconds until the next vmb_work(): 0 if the host rang since
- * the last one began, VMB_POLL_FAST_MS for VMB_POLL_FAST_CYCLES cycles
- * after the target moved, else VMB_POLL_SLOW_MS.
- */
-unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b)
-{
-	if (VMB_READ_ONCE(b->doorbell_rung))
-		return 0;
-	return VMB_READ_ONCE(b->fast_polls) ? VMB_POLL_FAST_MS :
-					      VMB_POLL_SLOW_MS;
-}
-
-/*
- * The next glance waits twice as long: the target stayed where it was, or
- * a cycle close by asks for it anyway. Glances stop once the wait would
- * reach half of VMB_POLL_SLOW_MS (see vmb_glance_interval_ms()).
- */
-static void vmb_glance_back_off(struct vmb_balloon *b)
-{
-	if (b->glance_wait_ms < VMB_POLL_SLOW_MS)
-		b->glance_wait_ms *= 2;
-}
-
-/**
- * vmb_glance() - a look at the target between two cycles
- * @b: the balloon
- *
- * Asks the host for the target and, only if it moved, follows it as a
- * cycle would. A balloon that merely falls short of an unchanged target
- * waits for the next vmb_work(): memory is scarce then, and trying again
- * sooner would not help. A connection that needs a reset waits for it too.
- * So does a glance when a cycle has just run or is due: at idle the two
- * timers fire in the same wakeup, and one question a second is enough
- * (a cycle right after a glance uses the glance's answer). Every glance
- * but one that finds the target moved puts the next one further off, so
- * that the OS, which queues the next glance at vmb_glance_interval_ms(),
- * never keeps glancing at the same short wait: one that finds the target
- * unchanged, or is skipped, doubles the wait; one whose GET_TARGET fails
- * ends the glances until the target moves (a failing host would
- * otherwise be asked up to ten times a second, for ever).
- * Serialised like vmb_work().
- *
- * Return: true if the target moved (the OS should then ask
- * vmb_poll_interval_ms() anew), false if only the target was asked.
- */
-bool vmb_glance(struct vmb_balloon *b)
-{
-	u64 prev_target = b->target;
-	u64 now = vmb_os_now_ms(b);
-
-	if (b->reset_required || !b->batch_max ||
-	    now - b->cycle_ms < VMB_POLL_GLANCE_MS ||
-	    now - b->cycle_ms + VMB_POLL_GLANCE_MS >= vmb_poll_interval_ms(b)) {
-		vmb_glance_back_off(b);
-		return false;
-	}
-	if (vmb_send_get_target(b) != VMB_SUCCESS) {
-		/* the cycles keep asking, once a second: that is enough */
-		b->glance_wait_ms = VMB_POLL_SLOW_MS;
-		return false;
-	}
-	b->glance_ms = now;
-	b->glanced = true;
-	if (b->target == prev_target) {
-		vmb_glance_back_off(b);
-		return false;
-	}
-
-	vmb_stat_inc(&b->stats[VMB_STAT_TIMER]);
-	vmb_take_pressure(b);
-	vmb_change(b);
-	vmb_update_poll(b, prev_target);
-	return true;
-}
-
-/**
- * vmb_glance_interval_ms() - when the OS may next run vmb_glance()
- * @b: the balloon
- *
- * The OS runs the glance on a timer that does not wake an idle CPU, so
- * that a settled balloon notices a new target sooner whenever the guest is
- * busy, for no extra wakeup when it is idle.
- *
- * A guest is awake many times a second even when idle, and each glance
- * costs a hypercall: glances that keep finding the target where it was
- * come ever further apart (100, 200, 400 ms), and stop once the wait
- * would reach half of the cycle's second: within the second after the
- * fast polling ended. An idle balloon then asks once a second, as the
- * in-tree driver does; the next move of the target starts over.
- *
- * Return: the wait before the next glance, VMB_POLL_GLANCE_MS right after
- * the cycles stop polling fast and doubled by every glance since, while
- * that is shorter than half of VMB_POLL_SLOW_MS, on a working connection;
- * else 0: no glance (the cycles poll fast enough, the balloon has settled
- * for good, or there is nothing a glance could do).
- */
-unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b)
-{
-	if (b->fast_polls || b->reset_required || !b->batch_max ||
-	    b->glance_wait_ms >= VMB_POLL_SLOW_MS / 2)
-		return 0;
-	return b->glance_wait_ms;
 }
 
 /**

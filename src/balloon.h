@@ -60,21 +60,51 @@
 #define VMB_BATCH_MAX_2M	32
 
 /*
- * Polling: every 100 ms for 3 s after the target moved (a host that moved
- * it is likely to move it again). Once it stays put, a cycle once a second
- * and, in between, glances at the target, which the OS runs only when the
- * CPU is awake anyway: a glance costs a hypercall, never a wakeup. The
- * first comes 100 ms after the fast polling ends, and each that finds the
- * target unchanged doubles the wait for the next, until it would reach
- * half of the cycle's second: then none until the target moves again. A
- * guest is awake many times a second even when idle, so a settled balloon
- * that kept glancing would ask several times a second; this way an idle
- * balloon asks once a second, as the in-tree driver does.
+ * When to poll: see vmb_next_wakeup(), the one place that decides it.
+ * Every 100 ms for 30 cycles after the target moved (a host that moved it
+ * is likely to move it again), then glancing: waits of 100, 200 and
+ * 400 ms, each twice the last, then settled: once a second, as the
+ * in-tree driver polls. With a doorbell the host says when the target
+ * moves: once a second then too, and never faster.
  */
 #define VMB_POLL_SLOW_MS	1000
 #define VMB_POLL_FAST_MS	100
 #define VMB_POLL_FAST_CYCLES	30
 #define VMB_POLL_GLANCE_MS	100
+
+/**
+ * enum vmb_poll_state - why the next cycle comes when it does
+ * @VMB_POLL_SETTLED: the target stays put: a cycle a second
+ * @VMB_POLL_FAST: the target moved in the last %VMB_POLL_FAST_CYCLES
+ *	cycles: a cycle every %VMB_POLL_FAST_MS
+ * @VMB_POLL_GLANCING: the fast polling is over: each wait twice the last,
+ *	from %VMB_POLL_GLANCE_MS, until it would reach half a second; then
+ *	settled
+ * @VMB_POLL_FAILING: the last cycle got no target (GET_TARGET or the
+ *	reset's START failed): a cycle a second, never faster, until the
+ *	host answers
+ * @VMB_POLL_DOORBELL: the host has a doorbell to ring when the target
+ *	moves: a cycle a second as a safety net, never faster
+ */
+enum vmb_poll_state {
+	VMB_POLL_SETTLED,
+	VMB_POLL_FAST,
+	VMB_POLL_GLANCING,
+	VMB_POLL_FAILING,
+	VMB_POLL_DOORBELL,
+};
+
+/**
+ * struct vmb_wakeup - when the OS runs the next cycle
+ * @ms: milliseconds from now; 0 means at once
+ * @deferrable: the moment does not matter to within a second: the OS may
+ *	move it to share a wakeup with others (Linux rounds it to a whole
+ *	second, as the in-tree driver does)
+ */
+struct vmb_wakeup {
+	unsigned int ms;
+	bool deferrable;
+};
 
 enum vmb_stat {
 	VMB_STAT_TIMER,		/* cycles run */
@@ -118,13 +148,10 @@ enum vmb_page_stat {
  *	busy (see vmb_pressure()); written without the lock
  * @doorbell_rung: the host rang the doorbell since the last cycle began
  *	(see vmb_doorbell()); written without the lock
- * @fast_polls: cycles left to poll every VMB_POLL_FAST_MS
- * @cycle_ms: when the last cycle ran, in vmb_os_now_ms() time
- * @glance_ms: when the last glance got the target
- * @glanced: @target is a glance's that no cycle has used yet
- * @glance_wait_ms: how long the next glance waits: VMB_POLL_GLANCE_MS after
- *	the target moved, doubled by every glance that found it unchanged or
- *	was skipped, past the last glance's after a failed one
+ * @poll_state: when the next cycle comes, &enum vmb_poll_state; read
+ *	without the lock by vmb_next_wakeup()
+ * @fast_left: in %VMB_POLL_FAST, the fast cycles left
+ * @glance_wait_ms: in %VMB_POLL_GLANCING, the wait before the next cycle
  * @deflate_passed: pages the last deflation found refused and put back
  *	first on the lists, if it freed any: the next may pass them
  * @cmd_calls: commands sent, per command
@@ -133,7 +160,9 @@ enum vmb_page_stat {
  * @page_stats: per page size counters, &enum vmb_page_stat
  *
  * Only the holder of the lock that serialises the core writes any field
- * but @pressure_pending and @doorbell_rung.
+ * but @pressure_pending and @doorbell_rung; @poll_state and
+ * @glance_wait_ms are written with VMB_WRITE_ONCE(), for
+ * vmb_next_wakeup().
  * Those vmb_stats_show() shows (the capabilities, @reset_required,
  * @target, @size and the counters) are also read without that lock, so
  * they are written with VMB_WRITE_ONCE() or vmb_stat_inc() only, and sized
@@ -156,10 +185,8 @@ struct vmb_balloon {
 	u64 inflate_after_ms;
 	bool pressure_pending;
 	bool doorbell_rung;
-	unsigned int fast_polls;
-	u64 cycle_ms;
-	u64 glance_ms;
-	bool glanced;
+	enum vmb_poll_state poll_state;
+	unsigned int fast_left;
 	unsigned int glance_wait_ms;
 	unsigned int deflate_passed;
 
@@ -175,7 +202,8 @@ struct vmb_balloon {
 
 void vmb_init(struct vmb_balloon *b, u32 requested_caps, u64 *batch,
 	      u64 batch_pfn);
-unsigned int vmb_work(struct vmb_balloon *b);
+struct vmb_wakeup vmb_work(struct vmb_balloon *b);
+struct vmb_wakeup vmb_next_wakeup(const struct vmb_balloon *b);
 void vmb_doorbell(struct vmb_balloon *b);
 void vmb_stop_doorbell(struct vmb_balloon *b);
 void vmb_shutdown(struct vmb_balloon *b);
@@ -205,9 +233,6 @@ struct vmb_reclaim {
 };
 
 u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r, bool busy);
-unsigned int vmb_poll_interval_ms(const struct vmb_balloon *b);
-bool vmb_glance(struct vmb_balloon *b);
-unsigned int vmb_glance_interval_ms(const struct vmb_balloon *b);
 
 /**
  * enum vmb_migrate_result - what vmb_migrate() did

@@ -7,7 +7,8 @@
  * allocation, the page lists, the VMCI doorbell), leaving to linux_pages.c
  * how ballooned pages are marked and counted and the list of 4 KiB pages
  * that compaction may migrate. It runs the OS-independent core of
- * balloon.c once a second on a freezable workqueue, and shows the core's
+ * balloon.c on one delayed work of a freezable workqueue, when the core
+ * says (vmb_next_wakeup()), and shows the core's
  * statistics in debugfs. How much to balloon is decided in balloon.c; the
  * wire protocol is spoken in protocol.c.
  */
@@ -66,9 +67,8 @@ MODULE_PARM_DESC(vmwballoon_oom_enable,
  * @batch_page: the page the batched commands carry
  * @lock: serialises the core: the worker, migration and unload (debugfs
  *	reads the statistics without it)
- * @dwork: the worker that runs the cycles
- * @glance_dwork: the worker that glances at the target between cycles, on
- *	a deferrable timer
+ * @dwork: the worker that runs the cycles, the driver's one timer: when it
+ *	fires is the core's decision (vmb_next_wakeup())
  * @debugfs: the vmmemctl statistics file
  * @stopping: unload has begun; the worker must not run or requeue
  * @cycle_task: the worker's task while it runs a cycle, else NULL
@@ -85,7 +85,6 @@ struct vmw_balloon {
 	struct page *batch_page;
 	struct mutex lock;		/* serialises the core */
 	struct delayed_work dwork;
-	struct delayed_work glance_dwork;
 	struct dentry *debugfs;
 	bool stopping;
 	struct task_struct *cycle_task;
@@ -445,17 +444,16 @@ static int vmw_balloon_oom_notify(struct notifier_block *nb,
 }
 
 /*
- * Queue the next cycle in @ms, as the core said, and the glance before it
- * if the core wants one. Under vb->lock, so that unload, once it has set
- * vb->stopping, can cancel both for good.
+ * Queue the next cycle when the core said. Under vb->lock, so that unload,
+ * once it has set vb->stopping, can cancel it for good.
  */
-static void vmw_balloon_schedule(struct vmw_balloon *vb, unsigned int ms)
+static void vmw_balloon_schedule(struct vmw_balloon *vb,
+				 struct vmb_wakeup next)
 {
-	unsigned int glance_ms = vmb_glance_interval_ms(&vb->core);
-	unsigned long delay = msecs_to_jiffies(ms);
+	unsigned long delay = msecs_to_jiffies(next.ms);
 
-	/* settled: on a whole second, with the rest of the system's timers */
-	if (ms >= MSEC_PER_SEC)
+	/* on a whole second, with the rest of the system's timers */
+	if (next.deferrable)
 		delay = round_jiffies_relative(delay);
 	/* freezable: the balloon sleeps while the system suspends */
 	mod_delayed_work(system_freezable_wq, &vb->dwork, delay);
@@ -465,13 +463,8 @@ static void vmw_balloon_schedule(struct vmw_balloon *vb, unsigned int ms)
 	 * kick; asked after the queuing, the core knows of it.
 	 */
 	smp_mb();
-	if (delay && !vmb_poll_interval_ms(&vb->core))
+	if (delay && !vmb_next_wakeup(&vb->core).ms)
 		mod_delayed_work(system_freezable_wq, &vb->dwork, 0);
-	if (glance_ms)
-		mod_delayed_work(system_freezable_wq, &vb->glance_dwork,
-				 msecs_to_jiffies(glance_ms));
-	else
-		cancel_delayed_work(&vb->glance_dwork);
 }
 
 /* One cycle of the core, then the next one when the core says. */
@@ -479,43 +472,15 @@ static void vmw_balloon_work(struct work_struct *work)
 {
 	struct vmw_balloon *vb = container_of(to_delayed_work(work),
 					      struct vmw_balloon, dwork);
-	unsigned int ms;
 
 	mutex_lock(&vb->lock);
 	if (!vb->stopping) {
-		WRITE_ONCE(vb->cycle_task, current);
-		ms = vmb_work(&vb->core);
-		WRITE_ONCE(vb->cycle_task, NULL);
-		vmw_balloon_schedule(vb, ms);
-	}
-	mutex_unlock(&vb->lock);
-}
+		struct vmb_wakeup next;
 
-/*
- * Its timer is deferrable: it fires when the CPU wakes for something else,
- * never waking an idle one. The cycle's own timer still runs once a second.
- */
-static void vmw_balloon_glance_work(struct work_struct *work)
-{
-	struct vmw_balloon *vb = container_of(to_delayed_work(work),
-					      struct vmw_balloon,
-					      glance_dwork);
-	unsigned int ms;
-	bool moved;
-
-	mutex_lock(&vb->lock);
-	if (!vb->stopping) {
 		WRITE_ONCE(vb->cycle_task, current);
-		moved = vmb_glance(&vb->core);
+		next = vmb_work(&vb->core);
 		WRITE_ONCE(vb->cycle_task, NULL);
-		ms = vmb_glance_interval_ms(&vb->core);
-		if (moved)
-			vmw_balloon_schedule(vb,
-					     vmb_poll_interval_ms(&vb->core));
-		else if (ms)
-			queue_delayed_work(system_freezable_wq,
-					   &vb->glance_dwork,
-					   msecs_to_jiffies(ms));
+		vmw_balloon_schedule(vb, next);
 	}
 	mutex_unlock(&vb->lock);
 }
@@ -577,7 +542,6 @@ static int __init vmw_balloon_init(void)
 	}
 	mutex_init(&vb->lock);
 	INIT_DELAYED_WORK(&vb->dwork, vmw_balloon_work);
-	INIT_DEFERRABLE_WORK(&vb->glance_dwork, vmw_balloon_glance_work);
 #if VMB_HAVE_DOORBELL
 	vb->doorbell = VMCI_INVALID_HANDLE;
 #endif
@@ -666,7 +630,6 @@ static void __exit vmw_balloon_exit(void)
 	vmb_stop_doorbell(&vb->core);
 	mutex_unlock(&vb->lock);
 	cancel_delayed_work_sync(&vb->dwork);
-	cancel_delayed_work_sync(&vb->glance_dwork);
 
 	vmw_balloon_drain(vb);
 	vmb_pages_4k_exit(&vb->balloon_4k);

@@ -506,7 +506,7 @@ void sim_destroy(struct sim *s)
 /* One cycle; returns when the core wants the next one, in ms. */
 unsigned int sim_cycle(struct sim *s)
 {
-	return vmb_work(&s->b);
+	return vmb_work(&s->b).ms;
 }
 
 void sim_cycles(struct sim *s, unsigned int n)

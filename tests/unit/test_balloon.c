@@ -72,7 +72,8 @@ static void test_doorbell_during_cycle(void)
 
 	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS, "ring: idle, next cycle in 1 s");
 	s->host.target = 1000;	/* one 2 MiB page, 488 of 4 KiB */
-	tap_eq(sim_cycle(s), VMB_POLL_FAST_MS, "ring: target moved, fast polls");
+	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS,
+	       "ring: target moved, a doorbell: no fast polling");
 	for (i = 0; i < sizeof(rings_at) / sizeof(rings_at[0]); i++) {
 		unsigned long rings = s->b.stats[VMB_STAT_DOORBELL];
 		u64 gets;
@@ -90,11 +91,11 @@ static void test_doorbell_during_cycle(void)
 		       vmb_cmd_names[rings_at[i]]);
 		tap_eq(s->host.ring_on_cmd, -1, "ring during %s: rung",
 		       vmb_cmd_names[rings_at[i]]);
-		tap_eq(vmb_poll_interval_ms(&s->b), 0,
+		tap_eq(vmb_next_wakeup(&s->b).ms, 0,
 		       "ring during %s: still due at once when asked again",
 		       vmb_cmd_names[rings_at[i]]);
 		gets = s->host.calls[VMB_CMD_GET_TARGET];
-		tap_eq(sim_cycle(s), VMB_POLL_FAST_MS,
+		tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS,
 		       "ring during %s: after that cycle, polls as before",
 		       vmb_cmd_names[rings_at[i]]);
 		tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets + 1,
@@ -105,11 +106,10 @@ static void test_doorbell_during_cycle(void)
 		tap_eq(s->b.size, s->host.target, "ring during %s: at target",
 		       vmb_cmd_names[rings_at[i]]);
 	}
-	sim_cycles(s, VMB_POLL_FAST_CYCLES);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
+	tap_eq(vmb_next_wakeup(&s->b).ms, VMB_POLL_SLOW_MS,
 	       "ring between cycles: slow before");
 	vmb_doorbell(&s->b);
-	tap_eq(vmb_poll_interval_ms(&s->b), 0,
+	tap_eq(vmb_next_wakeup(&s->b).ms, 0,
 	       "ring between cycles: the next cycle due at once");
 	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS,
 	       "ring between cycles: slow again after it");
@@ -706,232 +706,234 @@ static void test_2m_batch_size(void)
 	shutdown_and_check(s, "4 KiB batches");
 }
 
-/* Fast polls for a while after the target moved, one a second otherwise. */
-static void test_poll_interval(void)
+/* The state of the scheduler, and the wait vmb_next_wakeup() makes of it. */
+static void expect_wakeup(struct sim *s, enum vmb_poll_state state,
+			  unsigned int ms, bool deferrable, const char *what)
 {
-	struct sim *s = setup(0x0e);
-	unsigned int i;
+	struct vmb_wakeup next = vmb_next_wakeup(&s->b);
 
-	sim_cycle(s);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
-	       "poll: slow while the target stays at 0");
-	s->host.target = 4096;
-	sim_cycle(s);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
-	       "poll: fast once the target moved");
-	for (i = 1; i < VMB_POLL_FAST_CYCLES; i++)
-		sim_cycle(s);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
-	       "poll: still fast %u cycles later", VMB_POLL_FAST_CYCLES - 1);
-	sim_cycle(s);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
-	       "poll: slow again after %u settled cycles", VMB_POLL_FAST_CYCLES);
-	s->host.target = 0;
-	sim_cycle(s);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
-	       "poll: fast again when the target moves down");
-	tap_eq(s->b.size, 0, "poll: deflated");
-	shutdown_and_check(s, "poll");
+	tap_eq(s->b.poll_state, state, "%s: state", what);
+	tap_eq(next.ms, ms, "%s: next cycle in %u ms", what, ms);
+	tap_eq(next.deferrable, deferrable, "%s: %sdeferrable", what,
+	       deferrable ? "" : "not ");
 }
 
 /*
- * Fast polling counts down every cycle, failed ones too: a host whose
- * GET_TARGET or START keeps failing after the target moved must not keep
- * the balloon polling fast for ever.
+ * Settled, fast, glancing: fast polling for VMB_POLL_FAST_CYCLES cycles
+ * after the target moved, then waits of 100, 200 and 400 ms, then once a
+ * second, deferrable. A move while glancing or settled polls fast again.
  */
-static void test_poll_counts_failures(void)
+static void test_poll_states(void)
 {
 	struct sim *s = setup(0x0e);
 	unsigned int i;
 
+	tap_eq(sim_cycle(s), VMB_POLL_SLOW_MS, "poll: first cycle, target 0");
+	expect_wakeup(s, VMB_POLL_SETTLED, VMB_POLL_SLOW_MS, true,
+		      "poll, settled");
 	s->host.target = 4096;
-	sim_cycle(s);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
-	       "poll, failing: fast once the target moved");
-	for (i = 0; i < VMB_POLL_FAST_CYCLES; i++) {
-		s->host.fail_on_cmd = VMB_CMD_GET_TARGET;
+	tap_eq(sim_cycle(s), VMB_POLL_FAST_MS, "poll: the target moved");
+	expect_wakeup(s, VMB_POLL_FAST, VMB_POLL_FAST_MS, false, "poll, fast");
+	for (i = 1; i < VMB_POLL_FAST_CYCLES; i++)
 		sim_cycle(s);
-	}
-	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], 1 + VMB_POLL_FAST_CYCLES,
-	       "poll, failing: GET_TARGET asked every cycle");
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
-	       "poll, failing: slow after %u cycles of failing GET_TARGET",
-	       VMB_POLL_FAST_CYCLES);
+	expect_wakeup(s, VMB_POLL_FAST, VMB_POLL_FAST_MS, false,
+		      "poll, fast 29 cycles later");
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_GLANCING, VMB_POLL_GLANCE_MS, false,
+		      "poll, 30 settled cycles later, glancing");
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_GLANCING, 2 * VMB_POLL_GLANCE_MS, false,
+		      "poll, second glance");
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_GLANCING, 4 * VMB_POLL_GLANCE_MS, false,
+		      "poll, third glance");
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_SETTLED, VMB_POLL_SLOW_MS, true,
+		      "poll, settled after the glances");
+	sim_cycles(s, 10);
+	expect_wakeup(s, VMB_POLL_SETTLED, VMB_POLL_SLOW_MS, true,
+		      "poll, stays settled");
 
 	s->host.target = 0;
 	sim_cycle(s);
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
-	       "poll, failing: fast again when the target moves");
+	expect_wakeup(s, VMB_POLL_FAST, VMB_POLL_FAST_MS, false,
+		      "poll, fast again when the target moves down");
+	tap_eq(s->b.size, 0, "poll: deflated");
+
+	/* a move while glancing */
+	sim_cycles(s, VMB_POLL_FAST_CYCLES + 1);
+	expect_wakeup(s, VMB_POLL_GLANCING, 2 * VMB_POLL_GLANCE_MS, false,
+		      "poll, glancing before a move");
+	s->host.target = 100;
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_FAST, VMB_POLL_FAST_MS, false,
+		      "poll, a move while glancing polls fast");
+	tap_eq(s->b.size, 100, "poll: followed the move");
+	check_consistent(s, "poll");
+	shutdown_and_check(s, "poll");
+
+	/* a balloon that cannot follow a move does not poll fast for it */
+	s = setup(0x00);
+	sim_cycle(s);
+	s->host.target = 4096;
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_SETTLED, VMB_POLL_SLOW_MS, true,
+		      "poll, no locking: settled though the target moved");
+	shutdown_and_check(s, "poll, no locking");
+}
+
+/*
+ * Failing: a cycle that gets no target, because GET_TARGET fails or the
+ * reset's START does, waits a second, whatever the state before. The
+ * first answer again puts the balloon back where the target says.
+ */
+static void test_poll_failing(void)
+{
+	struct sim *s = setup(0x0e);
+
+	s->host.target = 4096;
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_FAST, VMB_POLL_FAST_MS, false,
+		      "failing: fast before");
+	s->host.fail_on_cmd = VMB_CMD_GET_TARGET;
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_FAILING, VMB_POLL_SLOW_MS, true,
+		      "failing: GET_TARGET failed while fast");
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_SETTLED, VMB_POLL_SLOW_MS, true,
+		      "failing: answered again, unchanged: settled");
+
+	s->host.target = 0;
+	sim_cycle(s);
 	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
 	s->host.fail_start = 1000;
-	sim_cycles(s, VMB_POLL_FAST_CYCLES);
-	tap_ok(s->b.reset_required, "poll, failing: START still failing");
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_SLOW_MS,
-	       "poll, failing: slow after %u cycles of failing START",
-	       VMB_POLL_FAST_CYCLES);
+	sim_cycle(s);
+	tap_ok(s->b.reset_required, "failing: RESET, then START fails");
+	expect_wakeup(s, VMB_POLL_FAILING, VMB_POLL_SLOW_MS, true,
+		      "failing: the reset asked for");
+	sim_cycles(s, 5);
+	expect_wakeup(s, VMB_POLL_FAILING, VMB_POLL_SLOW_MS, true,
+		      "failing: START keeps failing");
 
 	s->host.fail_start = 0;
 	s->host.target = 2000;
 	sim_cycle(s);
-	tap_eq(s->b.size, 2000, "poll, failing: back at target after START");
-	check_consistent(s, "poll, failing");
-	shutdown_and_check(s, "poll, failing");
+	tap_eq(s->b.size, 2000, "failing: back at target after START");
+	expect_wakeup(s, VMB_POLL_FAST, VMB_POLL_FAST_MS, false,
+		      "failing: a move seen after the failures polls fast");
+	check_consistent(s, "failing");
+	shutdown_and_check(s, "failing");
 }
 
 /*
- * A glance between cycles: one GET_TARGET while settled, a cycle's work
- * only if the target moved, and never a retry of a failed allocation.
+ * Each outcome of a cycle while glancing backs the next one off: one that
+ * found the target unchanged doubles the wait, one whose GET_TARGET
+ * failed or that could not ask at all (a reset pending, its START
+ * failing) waits a whole second. None is retried at the same wait.
  */
-static void test_glance(void)
+static void test_poll_glance_outcomes(void)
 {
-	struct sim *s = setup(0x06);
-	u64 gets, locks;
+	static const char * const outcome[] = {
+		"unchanged", "GET_TARGET failed", "skipped for a reset",
+	};
+	unsigned int i;
 
-	s->fail_4k_after = 1000;
+	for (i = 0; i < 3; i++) {
+		struct sim *s = setup(0x0e);
+		struct vmb_wakeup before, after;
+
+		s->host.target = 1000;
+		sim_cycles(s, 1 + VMB_POLL_FAST_CYCLES);
+		before = vmb_next_wakeup(&s->b);
+		tap_eq(s->b.poll_state, VMB_POLL_GLANCING,
+		       "glance %s: glancing", outcome[i]);
+		if (i == 1) {
+			s->host.fail_on_cmd = VMB_CMD_GET_TARGET;
+		} else if (i == 2) {
+			/* a migration between cycles meets the RESET */
+			s->host.reset_on_cmd = VMB_CMD_BATCHED_UNLOCK;
+			sim_migrate(s, sim_isolate(s, 0));
+			tap_ok(s->b.reset_required,
+			       "glance %s: a reset pending", outcome[i]);
+			s->host.fail_start = 1;
+		}
+		sim_cycle(s);
+		after = vmb_next_wakeup(&s->b);
+		tap_ok(after.ms > before.ms,
+		       "glance %s: the next wait is longer (%u ms after %u ms)",
+		       outcome[i], after.ms, before.ms);
+		shutdown_and_check(s, "glance outcome");
+	}
+}
+
+/*
+ * With a doorbell the host says when the target moves: no fast polling
+ * and no glancing, ever; a cycle a second, deferrable; a ring makes the
+ * next cycle due at once. A doorbell lost to a reset whose START fails is
+ * failing, and a doorbell the host will not take leaves the polling as
+ * without one.
+ */
+static void test_poll_doorbell(void)
+{
+	struct sim *s = setup(0x3e);
+	unsigned int i;
+
 	sim_cycle(s);
-	s->now_ms += VMB_POLL_SLOW_MS / 2;	/* between two cycles */
-	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
-	       "glance: wanted while settled");
-	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	locks = lock_calls(s);
-	tap_eq(vmb_glance(&s->b), false, "glance: the target did not move");
-	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets + 1,
-	       "glance: one GET_TARGET");
-	tap_eq(lock_calls(s), locks, "glance: nothing locked");
-
+	expect_wakeup(s, VMB_POLL_DOORBELL, VMB_POLL_SLOW_MS, true,
+		      "doorbell: after START");
 	s->host.target = 1000;
-	tap_eq(vmb_glance(&s->b), true, "glance: the target moved");
-	tap_eq(s->b.size, 1000, "glance: followed the new target");
-	tap_eq(vmb_poll_interval_ms(&s->b), VMB_POLL_FAST_MS,
-	       "glance: fast cycles follow");
-	tap_eq(vmb_glance_interval_ms(&s->b), 0,
-	       "glance: none while the cycles poll fast");
-	check_consistent(s, "glance");
-
-	/* short of an unchanged target: only the next cycle tries again */
-	s->host.target = 2000;
-	s->now_ms += VMB_POLL_FAST_MS;
-	sim_cycle(s);
-	tap_eq(s->b.size, 1000, "glance: allocation failed in the cycle");
-	s->now_ms += VMB_POLL_SLOW_MS / 2;
-	locks = lock_calls(s);
-	tap_eq(vmb_glance(&s->b), false, "glance: still short, target unchanged");
-	tap_eq(s->b.page_stats[VMB_PAGE_STAT_ALLOC_FAIL][VMB_PAGE_4K], 1,
-	       "glance: no allocation retried");
-	tap_eq(lock_calls(s), locks, "glance: nothing locked while short");
-	shutdown_and_check(s, "glance");
-
-	/* a host that grants no locking: nothing a glance could do */
-	s = setup(0x00);
-	sim_cycle(s);
-	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	tap_eq(vmb_glance_interval_ms(&s->b), 0, "glance: none without locking");
-	tap_eq(vmb_glance(&s->b), false, "glance: refused without locking");
-	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets,
-	       "glance: no command without locking");
-	shutdown_and_check(s, "glance, no locking");
-}
-
-/*
- * At idle the cycle's timer wakes the CPU once a second, and the glance's
- * deferrable timer, long expired, fires in the same wakeup, before or
- * after the cycle. Either way only one of them asks for the target.
- */
-static void test_glance_idle(void)
-{
-	struct sim *s = setup(0x06);
-	unsigned int sec;
-	u64 gets;
-
-	sim_cycle(s);
-	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	for (sec = 0; sec < 10; sec++) {
-		s->now_ms += VMB_POLL_SLOW_MS;
-		if (sec % 2) {
-			vmb_glance(&s->b);
-			s->now_ms += 1;
-			sim_cycle(s);
-		} else {
-			sim_cycle(s);
-			s->now_ms += 1;
-			vmb_glance(&s->b);
-		}
-	}
-	tap_eq(s->host.calls[VMB_CMD_GET_TARGET] - gets, 10,
-	       "glance, idle: one GET_TARGET a simulated second");
-
-	/* between two cycles the glance still asks, and follows a move */
-	s->now_ms += VMB_POLL_SLOW_MS / 2;
-	s->host.target = 512;
-	tap_eq(vmb_glance(&s->b), true, "glance, idle: asks between cycles");
-	tap_eq(s->b.size, 512, "glance, idle: followed the new target");
-
-	/* a cycle just after a glance works on the glanced target */
-	s->host.target = 0;
-	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	sim_cycle(s);
-	tap_eq(s->host.calls[VMB_CMD_GET_TARGET], gets,
-	       "glance, idle: a cycle just after it does not ask again");
-	tap_eq(s->b.size, 512, "glance, idle: ... and uses its answer");
-	s->now_ms += VMB_POLL_FAST_MS;
-	sim_cycle(s);
-	tap_eq(s->b.size, 0, "glance, idle: the next cycle follows the host");
-
-	/* a doorbell right after a glance: the cycle asks anew */
-	s->now_ms += VMB_POLL_SLOW_MS / 2;
-	s->host.target = 256;
-	vmb_glance(&s->b);
-	s->host.target = 0;
 	vmb_doorbell(&s->b);
+	expect_wakeup(s, VMB_POLL_DOORBELL, 0, false, "doorbell: rung");
 	sim_cycle(s);
-	tap_eq(s->b.size, 0, "glance, idle: a doorbell after it is followed");
-	check_consistent(s, "glance, idle");
-	shutdown_and_check(s, "glance, idle");
+	tap_eq(s->b.size, 1000, "doorbell: followed the ring");
+	expect_wakeup(s, VMB_POLL_DOORBELL, VMB_POLL_SLOW_MS, true,
+		      "doorbell: the target moved, still not fast");
+	for (i = 0; i < VMB_POLL_FAST_CYCLES + 5; i++) {
+		s->host.target += 100;
+		sim_cycle(s);
+		if (vmb_next_wakeup(&s->b).ms != VMB_POLL_SLOW_MS)
+			break;
+	}
+	tap_eq(i, VMB_POLL_FAST_CYCLES + 5,
+	       "doorbell: never fast nor glancing, whatever the moves");
+
+	s->host.reset_on_cmd = VMB_CMD_GET_TARGET;
+	s->host.fail_start = 1;
+	sim_cycles(s, 2);
+	expect_wakeup(s, VMB_POLL_FAILING, VMB_POLL_SLOW_MS, true,
+		      "doorbell: lost to a reset whose START failed");
+	sim_cycle(s);
+	tap_ok(s->doorbell_exists, "doorbell: set again after the reset");
+	expect_wakeup(s, VMB_POLL_DOORBELL, VMB_POLL_SLOW_MS, true,
+		      "doorbell: back after the reset");
+	check_consistent(s, "doorbell polling");
+	shutdown_and_check(s, "doorbell polling");
+
+	s = setup(0x3e);
+	s->host.doorbell_status = VMB_FAILURE;
+	s->host.target = 1000;
+	sim_cycle(s);
+	expect_wakeup(s, VMB_POLL_FAST, VMB_POLL_FAST_MS, false,
+		      "doorbell refused: polls fast after a move");
+	shutdown_and_check(s, "doorbell refused polling");
 }
 
 /*
- * The OS's two timers over simulated time, as linux_glue.c runs them: the
- * cycle when vmb_work() said; the glance on a deferrable timer, so at the
- * first of the guest's own wakeups (every @wake_ms, and the cycle's)
- * after the wait vmb_glance_interval_ms() gave, or never if it gave 0.
+ * The OS's one timer over simulated time, as linux_glue.c runs it: the
+ * next cycle when the last one said (deferrable or not: the simulated
+ * guest never defers), or at once after a ring.
  */
-struct timers {
-	u64 cycle_at;
-	u64 glance_at;	/* 0: none queued */
-};
-
-static void timers_schedule(struct sim *s, struct timers *t,
-			    unsigned int ms)
+static u64 run_cycles(struct sim *s, u64 *next_at, u64 ms)
 {
-	unsigned int glance = vmb_glance_interval_ms(&s->b);
+	u64 end = s->now_ms + ms, cycles = 0;
 
-	t->cycle_at = s->now_ms + ms;
-	t->glance_at = glance ? s->now_ms + glance : 0;
-}
-
-static void run_timers(struct sim *s, struct timers *t, u64 ms,
-		       unsigned int wake_ms)
-{
-	u64 end = s->now_ms + ms;
-
-	for (; s->now_ms < end; s->now_ms++) {
-		bool awake = s->now_ms % wake_ms == 0 ||
-			     s->now_ms >= t->cycle_at;
-
-		if (s->now_ms >= t->cycle_at)
-			timers_schedule(s, t, vmb_work(&s->b));
-		if (awake && t->glance_at && s->now_ms >= t->glance_at) {
-			unsigned int glance;
-
-			if (vmb_glance(&s->b)) {
-				timers_schedule(s, t,
-						vmb_poll_interval_ms(&s->b));
-				continue;
-			}
-			glance = vmb_glance_interval_ms(&s->b);
-			t->glance_at = glance ? s->now_ms + glance : 0;
-		}
+	while (*next_at < end) {
+		s->now_ms = *next_at;
+		*next_at = s->now_ms + vmb_work(&s->b).ms;
+		cycles++;
 	}
+	s->now_ms = end;
+	return cycles;
 }
 
 static u64 hypercalls(const struct sim *s)
@@ -945,155 +947,75 @@ static u64 hypercalls(const struct sim *s)
 }
 
 /*
- * An idle guest still wakes many times a second (here every 30 ms), and
- * the glance runs at each wakeup once its wait is over. Settled for 5 s,
- * the balloon makes at most one hypercall a second, like the in-tree
- * driver (which asks once a second and never glances): a glance that
- * kept asking every 100 ms would make 8 more. Right after the fast
- * polling ends, glances still ask between cycles, fewer and fewer, and
- * follow a target that moves then.
+ * The rates over simulated time. Settled, a cycle and a GET_TARGET a
+ * second, like the in-tree driver. A move of the target costs the fast
+ * polling and three glances, then once a second again. A host whose
+ * GET_TARGET fails for 10 minutes, right after a move: after the first
+ * 10 s at most 1.1 GET_TARGETs a second (in fact one). With a doorbell,
+ * a move costs one cycle, at the ring.
  */
-static void test_glance_idle_rate(void)
+static void test_poll_rates(void)
 {
 	struct sim *s = setup(0x06);
-	struct timers t = { 0 };
-	u64 calls, gets, cycles;
+	u64 next_at = s->now_ms, gets, calls, cycles;
 
 	s->host.target = 1000;
-	timers_schedule(s, &t, 0);
-	run_timers(s, &t, 100, 30);
-	tap_eq(s->b.size, 1000, "idle rate: inflated");
-
-	/* fast polling for 3 s; then the glances, fewer and fewer */
-	run_timers(s, &t, VMB_POLL_FAST_CYCLES * VMB_POLL_FAST_MS, 30);
-	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	cycles = s->b.stats[VMB_STAT_TIMER];
-	run_timers(s, &t, 2000, 30);
-	tap_ok(s->host.calls[VMB_CMD_GET_TARGET] - gets >
-	       s->b.stats[VMB_STAT_TIMER] - cycles,
-	       "idle rate: glances between cycles after the fast polling (%llu GET_TARGETs, %llu cycles in 2 s)",
-	       (unsigned long long)(s->host.calls[VMB_CMD_GET_TARGET] - gets),
-	       (unsigned long long)(s->b.stats[VMB_STAT_TIMER] - cycles));
-
-	/* 5 s after the last move: 10 s at idle */
-	run_timers(s, &t, 5000 - 2000 - VMB_POLL_FAST_CYCLES * VMB_POLL_FAST_MS,
-		   30);
+	run_cycles(s, &next_at, 10000);
+	tap_eq(s->b.size, 1000, "rates: inflated");
 	calls = hypercalls(s);
 	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	run_timers(s, &t, 10000, 30);
-	tap_ok(hypercalls(s) - calls <= 11,
-	       "idle rate: at most 1.1 hypercalls a second at idle (%llu in 10 s)",
-	       (unsigned long long)(hypercalls(s) - calls));
+	cycles = run_cycles(s, &next_at, 60000);
+	tap_ok(cycles >= 59 && cycles <= 61,
+	       "rates, settled: a cycle a second (%llu in 60 s)",
+	       (unsigned long long)cycles);
 	tap_eq(hypercalls(s) - calls, s->host.calls[VMB_CMD_GET_TARGET] - gets,
-	       "idle rate: all of them GET_TARGET");
+	       "rates, settled: only GET_TARGET");
+	tap_eq(s->host.calls[VMB_CMD_GET_TARGET] - gets, cycles,
+	       "rates, settled: one GET_TARGET a cycle");
 
-	/* settled for good, a move is followed within a cycle */
 	s->host.target = 2000;
-	run_timers(s, &t, VMB_POLL_SLOW_MS + 1, 30);
-	tap_eq(s->b.size, 2000, "idle rate: a move followed within a second");
+	cycles = run_cycles(s, &next_at, 10000);
+	tap_eq(s->b.size, 2000, "rates: a move followed");
+	tap_ok(cycles <= 1 + VMB_POLL_FAST_CYCLES + 3 + 7,
+	       "rates, a move: fast polling, three glances, then a second each (%llu cycles in 10 s)",
+	       (unsigned long long)cycles);
+	tap_eq(s->b.poll_state, VMB_POLL_SETTLED, "rates: settled again");
 
-	/* ... and glances start over once the fast polling that follows ends */
-	run_timers(s, &t, VMB_POLL_FAST_MS, 30);
-	tap_ok(s->b.fast_polls > 0, "idle rate: fast polling after the move");
-	while (s->b.fast_polls && s->now_ms < t.cycle_at + 10000)
-		run_timers(s, &t, 1, 30);
-	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
-	       "idle rate: glances start over after a move");
 	s->host.target = 3000;
-	run_timers(s, &t, 2 * VMB_POLL_GLANCE_MS, 30);
-	tap_eq(s->b.size, 3000,
-	       "idle rate: a move right after the fast polling is seen by a glance");
-	check_consistent(s, "idle rate");
-	shutdown_and_check(s, "idle rate");
-}
-
-/*
- * A host whose GET_TARGET fails, right after the target moved, for 10
- * simulated minutes, the guest awake every 30 ms: after the first 10 s
- * the balloon asks at most 1.1 times a second, cycles and glances
- * together. A failed glance must not be retried at the same short wait:
- * the cycle asks once a second anyway. Once the host answers again, a
- * move of the target is followed, and the glances start over.
- */
-static void test_glance_failing_host(void)
-{
-	struct sim *s = setup(0x06);
-	struct timers t = { 0 };
-	u64 gets;
-
-	s->host.target = 1000;
-	timers_schedule(s, &t, 0);
-	run_timers(s, &t, 100, 30);
-	tap_eq(s->b.size, 1000, "failing GET_TARGET: inflated");
-
+	run_cycles(s, &next_at, 1000);
 	s->host.fail_always_cmd = VMB_CMD_GET_TARGET;
-	run_timers(s, &t, 10000, 30);
+	run_cycles(s, &next_at, 10000);
 	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	run_timers(s, &t, 590000, 30);
+	run_cycles(s, &next_at, 590000);
 	gets = s->host.calls[VMB_CMD_GET_TARGET] - gets;
-	tap_ok(gets <= 649,
-	       "failing GET_TARGET: at most 1.1 a second after the first 10 s (%llu in 590 s)",
+	tap_ok(gets * 10 <= 590 * 11,
+	       "rates, failing GET_TARGET: at most 1.1 a second after the first 10 s (%llu in 590 s)",
 	       (unsigned long long)gets);
-	tap_ok(gets >= 590,
-	       "failing GET_TARGET: the cycles still ask once a second (%llu in 590 s)",
+	tap_ok(gets >= 589,
+	       "rates, failing GET_TARGET: still asked once a second (%llu in 590 s)",
 	       (unsigned long long)gets);
-
 	s->host.fail_always_cmd = -1;
-	s->host.target = 2000;
-	run_timers(s, &t, VMB_POLL_SLOW_MS + 1, 30);
-	tap_eq(s->b.size, 2000,
-	       "failing GET_TARGET: a move followed once the host answers");
-	while (s->b.fast_polls && s->now_ms < t.cycle_at + 10000)
-		run_timers(s, &t, 1, 30);
-	tap_eq(vmb_glance_interval_ms(&s->b), VMB_POLL_GLANCE_MS,
-	       "failing GET_TARGET: glances start over after a move");
-	check_consistent(s, "failing GET_TARGET");
-	shutdown_and_check(s, "failing GET_TARGET");
-}
-
-/*
- * A guest that wakes only for the cycle's timer: the glance's deferrable
- * timer, expired since, fires in the same wakeup just before the cycle,
- * which is due: the glance is skipped. Skipped like that, the glances
- * still back off, until none is queued, rather than being queued at the
- * same wait for ever.
- */
-static void test_glance_skipped(void)
-{
-	struct sim *s = setup(0x06);
-	struct timers t = { 0 };
-	unsigned int sec, skipped = 0;
-	u64 gets;
-
 	s->host.target = 1000;
-	timers_schedule(s, &t, 0);
-	run_timers(s, &t, VMB_POLL_FAST_CYCLES * VMB_POLL_FAST_MS + 100, 30);
-	tap_eq(s->b.size, 1000, "skipped glances: inflated");
-	tap_eq(s->b.fast_polls, 0, "skipped glances: settled");
-	gets = s->host.calls[VMB_CMD_GET_TARGET];
-	for (sec = 0; sec < 10; sec++) {
-		s->now_ms = t.cycle_at;
-		if (t.glance_at && s->now_ms >= t.glance_at) {
-			unsigned int glance;
+	run_cycles(s, &next_at, VMB_POLL_SLOW_MS + 1);
+	tap_eq(s->b.size, 1000, "rates: followed once the host answers");
+	tap_eq(s->b.poll_state, VMB_POLL_FAST,
+	       "rates: and polls fast after that move");
+	check_consistent(s, "rates");
+	shutdown_and_check(s, "rates");
 
-			skipped++;
-			tap_ok(!vmb_glance(&s->b),
-			       "skipped glances: nothing moved (%u)", sec);
-			glance = vmb_glance_interval_ms(&s->b);
-			t.glance_at = glance ? s->now_ms + glance : 0;
-		}
-		s->now_ms++;
-		timers_schedule(s, &t, vmb_work(&s->b));
-	}
-	tap_eq(s->host.calls[VMB_CMD_GET_TARGET] - gets, 10,
-	       "skipped glances: only the cycles ask");
-	tap_ok(skipped && skipped < 10,
-	       "skipped glances: some skipped, then none queued (%u)",
-	       skipped);
-	tap_eq(vmb_glance_interval_ms(&s->b), 0,
-	       "skipped glances: backed off until none is queued");
-	check_consistent(s, "skipped glances");
-	shutdown_and_check(s, "skipped glances");
+	s = setup(0x16);
+	next_at = s->now_ms;
+	run_cycles(s, &next_at, 5000);
+	cycles = s->b.stats[VMB_STAT_TIMER];
+	s->host.target = 1000;
+	vmb_doorbell(&s->b);
+	next_at = s->now_ms;
+	run_cycles(s, &next_at, 10000);
+	tap_eq(s->b.size, 1000, "rates, doorbell: the ring followed");
+	tap_ok(s->b.stats[VMB_STAT_TIMER] - cycles <= 11,
+	       "rates, doorbell: a move costs one cycle (%lu cycles in 10 s)",
+	       s->b.stats[VMB_STAT_TIMER] - cycles);
+	shutdown_and_check(s, "rates, doorbell");
 }
 
 /* The first failed allocation ends the cycle. */
@@ -1877,13 +1799,11 @@ int main(void)
 	test_2m_refused_split();
 	test_alloc_failure();
 	test_2m_batch_size();
-	test_poll_interval();
-	test_poll_counts_failures();
-	test_glance();
-	test_glance_idle();
-	test_glance_idle_rate();
-	test_glance_failing_host();
-	test_glance_skipped();
+	test_poll_states();
+	test_poll_failing();
+	test_poll_glance_outcomes();
+	test_poll_doorbell();
+	test_poll_rates();
 	test_unlock_refusals();
 	test_unlock_batch_status();
 	test_unlock_one_pinned();

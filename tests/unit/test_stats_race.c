@@ -7,7 +7,7 @@
  * go back, the size never exceeds the guest's RAM). The reading thread
  * also plays reclaim finding the core busy (vmb_pressure(), which takes no
  * lock) and the host ringing the doorbell (vmb_doorbell(), no lock either,
- * then asking vmb_poll_interval_ms() as the OS does after queuing), and
+ * then asking vmb_next_wakeup() as the OS does after queuing), and
  * the cycling one reclaim that got the lock (vmb_shrink()).
  * Prints TAP.
  */
@@ -78,7 +78,7 @@ int main(void)
 			vmb_pressure(&sim.b);
 		if (reads % 64 == 32) {
 			vmb_doorbell(&sim.b);
-			vmb_poll_interval_ms(&sim.b);
+			vmb_next_wakeup(&sim.b);
 		}
 		if (now.timer < last.timer || now.batch_locks < last.batch_locks)
 			backwards++;
