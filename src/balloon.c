@@ -625,8 +625,13 @@ static void vmb_change(struct vmb_balloon *b)
  * unlock); put back on the list, it counts as ballooned though the host
  * does not hold it, until a deflation frees it (again on PPN_UNLOCKED).
  *
- * Return: %VMB_MIGRATE_BUSY if nothing changed (no connection, or the host
- * did not unlock @old_page), %VMB_MIGRATE_DONE if @new_page took its place,
+ * Nothing changed, the answer says whether to try again: soon, if what
+ * stood in the way passes by itself (a reset pending, which the next
+ * cycle does, or a host that said it was busy); not at all otherwise (no
+ * commands to lock with, or the host refused to unlock @old_page).
+ *
+ * Return: %VMB_MIGRATE_AGAIN or %VMB_MIGRATE_BUSY if nothing changed, as
+ * above; %VMB_MIGRATE_DONE if @new_page took its place,
  * %VMB_MIGRATE_OLD_ONLY if @old_page left the balloon but the host did not
  * take @new_page.
  */
@@ -636,13 +641,20 @@ enum vmb_migrate_result vmb_migrate(struct vmb_balloon *b,
 {
 	u32 status;
 
-	if (b->reset_required || !b->batch_max)
+	if (b->reset_required)
+		return VMB_MIGRATE_AGAIN;
+	if (!b->batch_max)
 		return VMB_MIGRATE_BUSY;
 
 	b->pages[0] = old_page;
 	status = vmb_send_lock_op(b, VMB_PAGE_4K, 1, false);
-	if (!vmb_page_unlocked(b, 0, status))
+	if (!vmb_page_unlocked(b, 0, status)) {
+		/* the kernel retries -EAGAIN at once, and gives up on -EBUSY */
+		if (b->reset_required ||
+		    vmb_page_status(b, 0, status) == VMB_ERROR_BUSY)
+			return VMB_MIGRATE_AGAIN;
 		return VMB_MIGRATE_BUSY;
+	}
 
 	b->pages[0] = new_page;
 	status = vmb_send_lock_op(b, VMB_PAGE_4K, 1, true);

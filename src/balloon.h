@@ -240,10 +240,11 @@ u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r, bool busy);
  *	new page takes the old one's place in the balloon
  * @VMB_MIGRATE_OLD_ONLY: the old page is unlocked but the host refused the
  *	new one: both leave the balloon, which is one frame smaller
- * @VMB_MIGRATE_AGAIN: nothing changed, and the OS did not even ask the
- *	core (the balloon was busy): worth another try soon. Only the OS
- *	glue gives this; vmb_migrate() never does
- * @VMB_MIGRATE_BUSY: nothing changed: the old page is still ballooned
+ * @VMB_MIGRATE_AGAIN: nothing changed, for a moment only: worth another
+ *	try soon (a reset pending, a busy host, or, from the OS glue, a
+ *	balloon busy with a cycle)
+ * @VMB_MIGRATE_BUSY: nothing changed, and trying again would not help:
+ *	the old page is still ballooned
  */
 enum vmb_migrate_result {
 	VMB_MIGRATE_DONE,

@@ -206,10 +206,9 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
  * try again, so memory offlining and alloc_contig_range() do not give up
  * on a page they could move a moment later. Once unload has begun the
  * answer is no for good (VMB_MIGRATE_BUSY), so that the kernel puts the
- * page back at once, for unload to free; the core says no as well while
- * a reset is pending, which the next cycle, up to a second away, does:
- * longer than the kernel's retries last. linux_pages.c calls this from
- * the kernel's migratepage callback.
+ * page back at once, for unload to free. Otherwise the core decides,
+ * try-again included (a reset pending, a busy host). linux_pages.c calls
+ * this from the kernel's migratepage callback.
  */
 static enum vmb_migrate_result vmw_balloon_migrate(struct vmb_pages_4k *list,
 						   struct page *page,

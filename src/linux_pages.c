@@ -27,7 +27,8 @@
  *   balloon page.
  *
  * Every one of them retries a page whose callback answers -EAGAIN (a
- * balloon busy with a cycle) and gives up at once on -EBUSY.
+ * balloon busy with a cycle, a reset pending, a busy host: the core's
+ * VMB_MIGRATE_AGAIN) and gives up at once on -EBUSY.
  *
  * Elsewhere it is a plain list that this file marks and counts.
  *

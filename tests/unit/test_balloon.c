@@ -1458,22 +1458,27 @@ static void test_migrate_outcomes(void)
 		tap_eq(migrate_one(s, what), VMB_MIGRATE_DONE, "%s: DONE", what);
 		check_consistent(s, what);
 
-		/* the unlock command fails as a whole */
+		/* the host is busy for a moment: worth another try */
 		snprintf(what, sizeof(what), "migrate, caps %#x, unlock BUSY",
 			 caps);
 		s->host.busy_on_cmd = unlock;
-		tap_eq(migrate_one(s, what), VMB_MIGRATE_BUSY, "%s: BUSY", what);
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_AGAIN, "%s: AGAIN",
+		       what);
 		check_consistent(s, what);
 
-		/* RESET on the unlock: nothing changed, the next cycle resets */
+		/*
+		 * RESET on the unlock: nothing changed, the next cycle resets,
+		 * then the page may move: worth another try
+		 */
 		snprintf(what, sizeof(what), "migrate, caps %#x, RESET on unlock",
 			 caps);
 		s->host.reset_on_cmd = unlock;
-		tap_eq(migrate_one(s, what), VMB_MIGRATE_BUSY, "%s: BUSY", what);
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_AGAIN, "%s: AGAIN",
+		       what);
 		tap_ok(s->b.reset_required, "%s: reset pending", what);
 		unlocks = host_calls(s);
-		tap_eq(migrate_one(s, what), VMB_MIGRATE_BUSY,
-		       "%s: BUSY while the reset is pending", what);
+		tap_eq(migrate_one(s, what), VMB_MIGRATE_AGAIN,
+		       "%s: AGAIN while the reset is pending", what);
 		tap_eq(host_calls(s), unlocks, "%s: no hypercall meanwhile", what);
 		sim_cycles(s, 2);
 		tap_eq(s->b.size, 1000, "%s: back at target", what);
@@ -1503,8 +1508,8 @@ static void test_migrate_no_connection(void)
 	f = (struct sim_frame *)vmb_os_page_alloc(&s->b, VMB_PAGE_4K);
 	f->isolated = true;
 	tap_eq(vmb_migrate(&s->b, (struct vmb_page *)f,
-			   (struct vmb_page *)(f + 1)), VMB_MIGRATE_BUSY,
-	       "migrate before the first START: BUSY");
+			   (struct vmb_page *)(f + 1)), VMB_MIGRATE_AGAIN,
+	       "migrate before the first START: AGAIN, the first cycle is near");
 	tap_eq(host_calls(s), 0, "migrate before the first START: no hypercall");
 	f->isolated = false;
 	vmb_os_page_free(&s->b, (struct vmb_page *)f, VMB_PAGE_4K);
@@ -1520,6 +1525,75 @@ static void test_migrate_no_connection(void)
 	       "migrate, nothing granted: no lock or unlock");
 	vmb_os_page_free(&s->b, (struct vmb_page *)f, VMB_PAGE_4K);
 	shutdown_and_check(s, "migrate, nothing granted");
+}
+
+/*
+ * What stands in the way of a migration for a moment only is worth
+ * another try (AGAIN, which the kernel retries): a reset pending, a host
+ * answering BUSY to the unlock, as a whole or for the page, or a RESET.
+ * A host refusing to unlock the page is not (BUSY: the kernel gives up).
+ * Either way the page stays ballooned.
+ */
+static void test_migrate_temporary(void)
+{
+	static const struct {
+		u32 caps;
+		enum vmb_cmd cmd;
+		u32 status;
+		bool entry;
+		enum vmb_migrate_result want;
+		const char *what;
+	} cases[] = {
+		{ 0x06, VMB_CMD_BATCHED_UNLOCK, VMB_ERROR_BUSY, false,
+		  VMB_MIGRATE_AGAIN, "batch BUSY" },
+		{ 0x06, VMB_CMD_BATCHED_UNLOCK, VMB_ERROR_BUSY, true,
+		  VMB_MIGRATE_AGAIN, "entry BUSY" },
+		{ 0x02, VMB_CMD_UNLOCK, VMB_ERROR_BUSY, false,
+		  VMB_MIGRATE_AGAIN, "single-page BUSY" },
+		{ 0x06, VMB_CMD_BATCHED_UNLOCK, VMB_ERROR_RESET, false,
+		  VMB_MIGRATE_AGAIN, "RESET" },
+		{ 0x06, VMB_CMD_BATCHED_UNLOCK, VMB_ERROR_PPN_PINNED, true,
+		  VMB_MIGRATE_BUSY, "entry PINNED" },
+		{ 0x02, VMB_CMD_UNLOCK, VMB_ERROR_PPN_PINNED, false,
+		  VMB_MIGRATE_BUSY, "single-page PINNED" },
+		{ 0x06, VMB_CMD_BATCHED_UNLOCK, VMB_FAILURE, false,
+		  VMB_MIGRATE_BUSY, "batch FAILURE" },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sim *s = setup(cases[i].caps);
+		struct sim_frame *f;
+
+		s->host.target = 100;
+		sim_cycle(s);
+		f = sim_isolate(s, 0);
+		if (cases[i].status == VMB_ERROR_RESET) {
+			s->host.reset_on_cmd = cases[i].cmd;
+		} else if (cases[i].entry) {
+			s->host.refuse_unlock = cases[i].status;
+		} else {
+			s->host.status_on_cmd = cases[i].cmd;
+			s->host.status_once = cases[i].status;
+		}
+		tap_eq(sim_migrate(s, f), cases[i].want, "migrate, %s: %s",
+		       cases[i].what,
+		       cases[i].want == VMB_MIGRATE_AGAIN ? "AGAIN" : "BUSY");
+		tap_eq(s->b.size, 100, "migrate, %s: still ballooned",
+		       cases[i].what);
+		s->host.refuse_unlock = 0;
+		if (cases[i].status == VMB_ERROR_RESET) {
+			f = sim_isolate(s, 0);
+			tap_eq(sim_migrate(s, f), VMB_MIGRATE_AGAIN,
+			       "migrate, reset pending: AGAIN");
+			sim_cycle(s);
+			f = sim_isolate(s, 0);
+			tap_eq(sim_migrate(s, f), VMB_MIGRATE_DONE,
+			       "migrate, after the reset: done");
+		}
+		check_consistent(s, cases[i].what);
+		shutdown_and_check(s, cases[i].what);
+	}
 }
 
 /* A page isolated while the balloon resets stays counted until it returns. */
@@ -1817,6 +1891,7 @@ int main(void)
 	test_migrate_outcomes();
 	test_migrate_no_connection();
 	test_migrate_across_reset();
+	test_migrate_temporary();
 	test_migrate_interleaved();
 	test_migrate_after_shutdown();
 
