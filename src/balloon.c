@@ -89,11 +89,47 @@ static void vmb_release_refused(struct vmb_balloon *b)
 			 VMB_PAGE_STAT_REFUSED_FREE);
 }
 
+/* Move a page the host would not unlock to the back of the held queue. */
+static void vmb_hold(struct vmb_balloon *b, enum vmb_page_size size,
+		     struct vmb_page *page)
+{
+	vmb_os_list_add(b, vmb_held_list(size), page);
+	b->held[size]++;
+}
+
 /*
- * Free ballooned pages without telling the host, 4 KiB pages first, until
- * at least @frames frames are freed or the lists are empty: the host no
- * longer holds them (a reset is pending, or START(0) closed the
- * connection). Returns the frames freed.
+ * The next page to unlock: a fresh one from the balloon list while there
+ * is any, then, once that is exhausted, up to @*old of the pages held
+ * since earlier deflations, oldest first (pages this deflation sets aside
+ * join the held queue behind them, and are not tried twice).
+ */
+static struct vmb_page *vmb_deflate_next(struct vmb_balloon *b,
+					 enum vmb_page_size size,
+					 unsigned int *old, bool *fresh_done)
+{
+	struct vmb_page *page = NULL;
+
+	if (!*fresh_done) {
+		page = vmb_os_list_pop(b, vmb_balloon_list(size));
+		if (page)
+			return page;
+		*fresh_done = true;
+	}
+	if (!*old)
+		return NULL;
+	page = vmb_os_list_pop(b, vmb_held_list(size));
+	if (page) {
+		(*old)--;
+		b->held[size]--;
+	}
+	return page;
+}
+
+/*
+ * Free ballooned pages without telling the host, 4 KiB pages first, held
+ * ones after the others, until at least @frames frames are freed or the
+ * lists are empty: the host no longer holds them (a reset is pending, or
+ * START(0) closed the connection). Returns the frames freed.
  */
 static u64 vmb_forget(struct vmb_balloon *b, u64 frames)
 {
@@ -103,9 +139,11 @@ static u64 vmb_forget(struct vmb_balloon *b, u64 frames)
 
 	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
 		u64 per_page = vmb_frames_per_page(size);
+		bool fresh_done = false;
+		unsigned int old = b->held[size];
 
 		while (freed < frames &&
-		       (page = vmb_os_list_pop(b, vmb_balloon_list(size)))) {
+		       (page = vmb_deflate_next(b, size, &old, &fresh_done))) {
 			vmb_os_page_free(b, page, size);
 			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
 			vmb_size_sub(b, per_page);
@@ -365,55 +403,42 @@ static void vmb_inflate(struct vmb_balloon *b)
 	vmb_release_refused(b);
 }
 
-/* The pages the host would not unlock go back into the balloon. */
-static void vmb_put_back_held(struct vmb_balloon *b)
-{
-	enum vmb_page_size size;
-	struct vmb_page *page;
-
-	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++)
-		while ((page = vmb_os_list_pop(b, vmb_held_list(size))))
-			vmb_os_list_add(b, vmb_balloon_list(size), page);
-}
-
 /*
  * Unlock and free up to @frames frames, @first size first; with @whole, a
  * remainder smaller than a page still takes one whole page (memory
  * pressure wants at least what it asked for). A page the host will not
- * unlock stays in the balloon: it is set aside until the deflation ends
- * and put back then, so that the pages behind it get their turn (on the
- * list's head, it would otherwise stop every deflation, one page per
- * command most of all). Each page is tried once per deflation at most.
- * The deflation ends with the chunk that brings the pages refused to
- * VMB_MAX_REFUSED, as an inflation does: a host that refuses every unlock
- * would otherwise have the whole balloon tried, one command per page in
- * single-page mode. The pages set aside go back where the next deflation
- * takes its first pages: if the last deflation freed some, the next may
- * pass as many refusals more (b->deflate_passed), or a host that keeps
- * some pages would have the balloon stop shrinking once VMB_MAX_REFUSED
- * of them gathered there. A page the host says is not locked is free to
- * go, but only on its own status: a command that failed as a whole
- * unlocked nothing, and ends the deflation. A list is done when the OS
- * gives no more pages from it: it may hold some back for migration.
- * Returns the frames freed.
+ * unlock stays in the balloon, on the held queue of its size: still
+ * ballooned (the host holds it; the OS keeps it marked and counted, see
+ * vmb_list_ballooned()), but out of the way of the fresh pages, which
+ * every deflation tries first; the held pages get their turn, oldest
+ * first, once the fresh ones run out. Each page is tried once per
+ * deflation at most, and the deflation ends with the chunk that brings
+ * the pages refused to VMB_MAX_REFUSED, as an inflation does: a host
+ * that refuses every unlock costs at most 16 UNLOCKs in single-page mode,
+ * one command in batches, whatever the balloon's size and whoever asks
+ * (the worker, the shrinker, the OOM notifier). A page the host says is
+ * not locked is free to go, but only on its own status: a command that
+ * failed as a whole unlocked nothing, and ends the deflation. A list is
+ * done when the OS gives no more pages from it: it may hold some back for
+ * migration. Returns the frames freed.
  */
 static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 		       enum vmb_page_size first)
 {
 	unsigned int pass, refused = 0;
-	unsigned int most = VMB_MAX_REFUSED + b->deflate_passed;
 	u64 freed = 0;
 
 	for (pass = 0; pass < VMB_NR_PAGE_SIZES; pass++) {
 		/* @first, then the other */
 		enum vmb_page_size size = first;
-		enum vmb_list list;
+		unsigned int old;
+		bool fresh_done = false;
 		u64 per_page;
 
 		if (pass)
 			size = first == VMB_PAGE_4K ? VMB_PAGE_2M : VMB_PAGE_4K;
-		list = vmb_balloon_list(size);
 		per_page = vmb_frames_per_page(size);
+		old = b->held[size];
 
 		while (frames && !b->reset_required) {
 			u64 n_max = whole ? (frames + per_page - 1) / per_page :
@@ -426,12 +451,13 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 			if (n_max > b->batch_max)
 				n_max = b->batch_max;
 			for (n = 0; n < n_max; n++) {
-				b->pages[n] = vmb_os_list_pop(b, list);
+				b->pages[n] = vmb_deflate_next(b, size, &old,
+							       &fresh_done);
 				if (!b->pages[n])
 					break;
 			}
 			if (!n)
-				break;	/* the list is exhausted */
+				break;	/* the lists are exhausted */
 
 			overall = vmb_send_lock_op(b, size, n, false);
 			for (i = 0; i < n; i++) {
@@ -443,19 +469,16 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 					frames -= frames < per_page ? frames :
 								      per_page;
 				} else {
-					vmb_os_list_add(b, vmb_held_list(size),
-							b->pages[i]);
+					vmb_hold(b, size, b->pages[i]);
 					refused++;
 				}
 			}
-			if (vmb_chunk_failed(b, overall) || refused >= most)
-				goto out;
+			if (vmb_chunk_failed(b, overall) ||
+			    refused >= VMB_MAX_REFUSED)
+				return freed;
 			vmb_os_yield(b);
 		}
 	}
-out:
-	vmb_put_back_held(b);
-	b->deflate_passed = freed ? refused : 0;
 	return freed;
 }
 

@@ -13,7 +13,8 @@
 
 /*
  * Refused batch entries that end an inflation step (the cycle at 4 KiB),
- * and pages the host would not unlock that end a deflation.
+ * and pages the host would not unlock that end a deflation: the bound on
+ * the work of every request, the OOM notifier's included.
  */
 #define VMB_MAX_REFUSED		16
 
@@ -152,8 +153,9 @@ enum vmb_page_stat {
  *	without the lock by vmb_next_wakeup()
  * @fast_left: in %VMB_POLL_FAST, the fast cycles left
  * @glance_wait_ms: in %VMB_POLL_GLANCING, the wait before the next cycle
- * @deflate_passed: pages the last deflation found refused and put back
- *	first on the lists, if it freed any: the next may pass them
+ * @held: per page size, the pages on the held queue: ballooned pages the
+ *	host would not unlock, set aside until the fresh ones run out (see
+ *	vmb_deflate())
  * @cmd_calls: commands sent, per command
  * @cmd_fails: commands that did not succeed, per command
  * @stats: general counters, &enum vmb_stat
@@ -188,7 +190,7 @@ struct vmb_balloon {
 	enum vmb_poll_state poll_state;
 	unsigned int fast_left;
 	unsigned int glance_wait_ms;
-	unsigned int deflate_passed;
+	unsigned long held[VMB_NR_PAGE_SIZES];
 
 	unsigned long cmd_calls[VMB_CMD_NUM];
 	unsigned long cmd_fails[VMB_CMD_NUM];

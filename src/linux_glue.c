@@ -167,6 +167,19 @@ void vmb_os_page_split(struct vmb_balloon *b, struct vmb_page *page,
 		list_add(&head[i].lru, &vb->lists[to]);
 }
 
+/* The frames of a page on @list. */
+static unsigned long vmw_balloon_list_frames(enum vmb_list list)
+{
+	return list == VMB_LIST_BALLOON_2M || list == VMB_LIST_REFUSED_2M ||
+	       list == VMB_LIST_HELD_2M ? VMB_2M_FRAMES : 1;
+}
+
+/*
+ * linux_pages.c keeps the 4 KiB balloon list; the others are plain lists
+ * here. A page on a ballooned one (vmb_list_ballooned(): a held page
+ * too, which the host still holds) is marked PG_offline and counted, from
+ * the moment it joins the list until it leaves it.
+ */
 void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
 		     struct vmb_page *page)
 {
@@ -177,9 +190,13 @@ void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
 		vmb_pages_4k_add(&vb->balloon_4k, p);
 		return;
 	}
-	if (list == VMB_LIST_BALLOON_2M)
-		vmb_pages_account(p, VMB_2M_FRAMES, true);
-	list_add(&p->lru, &vb->lists[list]);
+	if (vmb_list_ballooned(list))
+		vmb_pages_account(p, vmw_balloon_list_frames(list), true);
+	/* the held queues give their pages back oldest first */
+	if (list == VMB_LIST_HELD_4K || list == VMB_LIST_HELD_2M)
+		list_add_tail(&p->lru, &vb->lists[list]);
+	else
+		list_add(&p->lru, &vb->lists[list]);
 }
 
 struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
@@ -194,8 +211,8 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
 	if (!p)
 		return NULL;
 	list_del(&p->lru);
-	if (list == VMB_LIST_BALLOON_2M)
-		vmb_pages_account(p, VMB_2M_FRAMES, false);
+	if (vmb_list_ballooned(list))
+		vmb_pages_account(p, vmw_balloon_list_frames(list), false);
 	return to_vmb_page(p);
 }
 

@@ -23,13 +23,16 @@ struct vmb_page;
 /*
  * The lists a page can be on. The core decides which list a page belongs
  * to; the OS stores the lists and may keep its own counts. Pages on the
- * balloon lists are locked by the host (PG_offline in Linux). The OS may
- * take a 4 KiB balloon page off its list at any time to migrate it (see
- * vmb_migrate()); the core does not count what is on a list, so such a
- * page is simply not found there. The held lists keep ballooned pages
- * (the host still holds them, and the core counts them in the balloon's
- * size) for the length of one deflation only: the OS treats them as it
- * treats the refused lists, and never migrates them.
+ * balloon lists and the held queues are ballooned: the host holds them,
+ * and the OS marks them so (PG_offline in Linux) and counts them, from
+ * vmb_os_list_add() to vmb_os_list_pop() (see vmb_list_ballooned()). The
+ * OS may take a 4 KiB balloon page off its list at any time to migrate it
+ * (see vmb_migrate()); the core does not count what is on a list, so such
+ * a page is simply not found there. The held queues keep ballooned pages
+ * the host would not unlock, out of the way of the others, until a later
+ * deflation tries them again: the OS never migrates them, and gives them
+ * back in the order they came (first in, first out); every other list
+ * gives any of its pages.
  */
 enum vmb_list {
 	VMB_LIST_BALLOON_4K,
@@ -37,10 +40,26 @@ enum vmb_list {
 	VMB_LIST_REFUSED_4K,	/* refused by the host this cycle */
 	VMB_LIST_REFUSED_2M,
 	VMB_LIST_SPLIT_4K,	/* pieces of refused 2 MiB pages, tried as 4 KiB */
-	VMB_LIST_HELD_4K,	/* the host would not unlock them: set aside */
-	VMB_LIST_HELD_2M,	/* until the deflation ends, then put back */
+	VMB_LIST_HELD_4K,	/* the host would not unlock them: set aside, */
+	VMB_LIST_HELD_2M,	/* still ballooned, until tried again */
 	VMB_NR_LISTS
 };
+
+/**
+ * vmb_list_ballooned() - are the pages on a list ballooned?
+ * @list: the list
+ *
+ * The host holds the pages on the balloon lists and on the held queues:
+ * the OS keeps them marked as ballooned, and counts them, for as long as
+ * they are on the list. The others hold pages the host does not.
+ *
+ * Return: true for a balloon list or a held queue.
+ */
+static inline bool vmb_list_ballooned(enum vmb_list list)
+{
+	return list == VMB_LIST_BALLOON_4K || list == VMB_LIST_BALLOON_2M ||
+	       list == VMB_LIST_HELD_4K || list == VMB_LIST_HELD_2M;
+}
 
 enum vmb_log_level {
 	VMB_LOG_ERR,

@@ -155,12 +155,47 @@ static u64 host_target_reg(const struct sim_host *h, u64 target)
 	return target;
 }
 
+/*
+ * The frames the host holds are marked ballooned by the guest (PG_offline
+ * in Linux, for kdump and hibernation), but for those of the command
+ * under way and those migration holds (which stay marked in Linux too).
+ */
+static void host_check_marks(struct sim *s, u32 cmd, u64 a1, u64 a2)
+{
+	u64 i, j, n = 0;
+	bool batch = cmd >= VMB_CMD_BATCHED_LOCK &&
+		     cmd <= VMB_CMD_BATCHED_2M_UNLOCK && a1 == s->batch_pfn &&
+		     a2 <= VMB_BATCH_MAX_ENTRIES;
+	bool single = cmd == VMB_CMD_LOCK || cmd == VMB_CMD_UNLOCK;
+
+	for (i = 0; i < s->nframes; i++) {
+		u64 pfn = s->pfn_base + i;
+		bool in_cmd = single && pfn == a1;
+
+		if (!s->frames[i].locked || s->frames[i].marked ||
+		    s->frames[i].isolated)
+			continue;
+		for (j = 0; batch && j < a2 && !in_cmd; j++) {
+			u64 first = s->batch[j] >> VMB_FRAME_SHIFT;
+			u64 len = cmd == VMB_CMD_BATCHED_2M_LOCK ||
+				  cmd == VMB_CMD_BATCHED_2M_UNLOCK ?
+				  VMB_2M_FRAMES : 1;
+
+			in_cmd = pfn >= first && pfn < first + len;
+		}
+		if (!in_cmd)
+			n++;
+	}
+	s->host.unmarked_held += n;
+}
+
 static u32 host_call(struct sim *s, u32 cmd, u64 a1, u64 a2, u64 *rbx,
 		     u64 *rcx)
 {
 	struct sim_host *h = &s->host;
 
 	h->calls[cmd < VMB_CMD_NUM ? cmd : VMB_CMD_NUM]++;
+	host_check_marks(s, cmd, a1, a2);
 	if (h->ring_on_cmd == (int)cmd) {
 		h->ring_on_cmd = -1;
 		vmb_doorbell(&s->b);
@@ -343,7 +378,7 @@ void vmb_os_page_free(struct vmb_balloon *b, struct vmb_page *page,
 		return;
 	}
 	for (i = first; i < first + (1ULL << order); i++) {
-		if (s->frames[i].state != SIM_ALLOCATED)
+		if (s->frames[i].state != SIM_ALLOCATED || s->frames[i].marked)
 			s->errors++;
 		if (s->frames[i].locked)
 			s->freed_while_locked++;
@@ -380,6 +415,15 @@ void vmb_os_page_split(struct vmb_balloon *b, struct vmb_page *page,
 	}
 }
 
+/* Mark a page's frames ballooned, or no longer: PG_offline in Linux. */
+static void sim_mark(struct sim_frame *f, bool marked)
+{
+	unsigned int i;
+
+	for (i = 0; i < (1U << f->order); i++)
+		f[i].marked = marked;
+}
+
 void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
 		     struct vmb_page *page)
 {
@@ -392,6 +436,18 @@ void vmb_os_list_add(struct vmb_balloon *b, enum vmb_list list,
 		return;
 	}
 	f->list = list;
+	if (vmb_list_ballooned(list))
+		sim_mark(f, true);
+	if (list == VMB_LIST_HELD_4K || list == VMB_LIST_HELD_2M) {
+		/* a queue: behind the others */
+		struct sim_frame **link = &s->lists[list];
+
+		while (*link)
+			link = &(*link)->next;
+		f->next = NULL;
+		*link = f;
+		return;
+	}
 	f->next = s->lists[list];
 	s->lists[list] = f;
 }
@@ -406,6 +462,8 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
 	s->lists[list] = f->next;
 	f->next = NULL;
 	f->list = SIM_NO_LIST;
+	if (vmb_list_ballooned(list))
+		sim_mark(f, false);
 	return (struct vmb_page *)f;
 }
 
@@ -525,6 +583,10 @@ u64 sim_list_frames(const struct sim *s)
 		n += 1;
 	for (f = s->lists[VMB_LIST_BALLOON_2M]; f; f = f->next)
 		n += VMB_2M_FRAMES;
+	for (f = s->lists[VMB_LIST_HELD_4K]; f; f = f->next)
+		n += 1;
+	for (f = s->lists[VMB_LIST_HELD_2M]; f; f = f->next)
+		n += VMB_2M_FRAMES;
 	return n;
 }
 
@@ -567,6 +629,7 @@ void sim_putback(struct sim *s, struct sim_frame *f)
 		return;
 	}
 	f->isolated = false;
+	f->marked = true;
 	f->list = VMB_LIST_BALLOON_4K;
 	f->next = s->lists[VMB_LIST_BALLOON_4K];
 	s->lists[VMB_LIST_BALLOON_4K] = f;
@@ -597,12 +660,14 @@ enum vmb_migrate_result sim_migrate(struct sim *s, struct sim_frame *old)
 	switch (r) {
 	case VMB_MIGRATE_DONE:
 		old->isolated = false;
+		old->marked = false;
 		vmb_os_page_free(&s->b, (struct vmb_page *)old, VMB_PAGE_4K);
 		new->isolated = true;
 		sim_putback(s, new);
 		break;
 	case VMB_MIGRATE_OLD_ONLY:
 		old->isolated = false;
+		old->marked = false;
 		vmb_os_page_free(&s->b, (struct vmb_page *)old, VMB_PAGE_4K);
 		vmb_os_page_free(&s->b, (struct vmb_page *)new, VMB_PAGE_4K);
 		break;
@@ -639,6 +704,11 @@ static bool host_holds_ballooned(const struct sim *s, char *why, size_t len)
 	for (f = s->lists[VMB_LIST_BALLOON_2M]; f; f = f->next)
 		for (j = 0; j < VMB_2M_FRAMES; j++)
 			ballooned[frame_index(s, f) + j] = true;
+	for (f = s->lists[VMB_LIST_HELD_4K]; f; f = f->next)
+		ballooned[frame_index(s, f)] = true;
+	for (f = s->lists[VMB_LIST_HELD_2M]; f; f = f->next)
+		for (j = 0; j < VMB_2M_FRAMES; j++)
+			ballooned[frame_index(s, f) + j] = true;
 	for (i = 0; i < s->nframes; i++)
 		if (s->frames[i].isolated)
 			ballooned[i] = true;
@@ -655,6 +725,40 @@ static bool host_holds_ballooned(const struct sim *s, char *why, size_t len)
 	return same;
 }
 
+/* The OS marks exactly the frames on ballooned lists and the isolated. */
+static bool marks_match(const struct sim *s, char *why, size_t len)
+{
+	bool *want = calloc(s->nframes, sizeof(*want));
+	const struct sim_frame *f;
+	unsigned int list;
+	u64 i, j;
+	bool same = true;
+
+	if (!want)
+		abort();
+	for (list = 0; list < VMB_NR_LISTS; list++) {
+		if (!vmb_list_ballooned(list))
+			continue;
+		for (f = s->lists[list]; f; f = f->next)
+			for (j = 0; j < (1ULL << f->order); j++)
+				want[frame_index(s, f) + j] = true;
+	}
+	for (i = 0; i < s->nframes; i++)
+		if (s->frames[i].isolated)
+			want[i] = true;
+	for (i = 0; i < s->nframes && same; i++) {
+		if (s->frames[i].marked != want[i]) {
+			snprintf(why, len, "frame %llu: %s, but %s",
+				 (unsigned long long)i,
+				 s->frames[i].marked ? "marked" : "not marked",
+				 want[i] ? "ballooned" : "not ballooned");
+			same = false;
+		}
+	}
+	free(want);
+	return same;
+}
+
 /*
  * Between cycles: the balloon's size is what its lists hold plus what is
  * isolated for migration, nothing else is allocated (refused pages were
@@ -665,9 +769,11 @@ bool sim_consistent(const struct sim *s, char *why, size_t len)
 {
 	u64 listed = sim_list_frames(s) + sim_isolated_frames(s);
 
-	if (s->errors || s->freed_while_locked || s->host.protocol_errors) {
-		snprintf(why, len, "errors %u, freed while locked %u, protocol errors %u",
-			 s->errors, s->freed_while_locked, s->host.protocol_errors);
+	if (s->errors || s->freed_while_locked || s->host.protocol_errors ||
+	    s->host.unmarked_held) {
+		snprintf(why, len, "errors %u, freed while locked %u, protocol errors %u, held unmarked %llu",
+			 s->errors, s->freed_while_locked, s->host.protocol_errors,
+			 (unsigned long long)s->host.unmarked_held);
 		return false;
 	}
 	if (listed != s->b.size || s->allocated != s->b.size) {
@@ -683,6 +789,8 @@ bool sim_consistent(const struct sim *s, char *why, size_t len)
 			 (unsigned long long)s->host.locked_frames);
 		return false;
 	}
+	if (!marks_match(s, why, len))
+		return false;
 	if (!s->b.reset_required && !host_holds_ballooned(s, why, len))
 		return false;
 	return true;

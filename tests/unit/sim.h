@@ -25,6 +25,7 @@ struct sim_frame {
 	bool locked_2m_head;	/* locked as the head of a 2 MiB entry */
 	bool isolated;		/* taken off the balloon list for migration */
 	bool pinned;		/* the host will not unlock it (PPN_PINNED) */
+	bool marked;		/* marked ballooned by the OS (PG_offline) */
 };
 
 /* The host's side: what a hypervisor would keep, plus fault injection. */
@@ -67,6 +68,9 @@ struct sim_host {
 	u64 last_limit;
 	unsigned int resets_sent;
 	u64 unlocks_refused;	/* pages (entries) whose unlock was refused */
+	u64 unmarked_held;	/* frames the host held, seen unmarked by
+				 * the OS at a command that was not about
+				 * them */
 	unsigned int protocol_errors;	/* guest broke the protocol */
 };
 

@@ -1097,8 +1097,9 @@ static void test_unlock_one_pinned(void)
 		s->host.target = 0;
 		sim_cycle(s);
 		tap_eq(s->b.size, 1, "%s: every other page deflated", what);
-		tap_ok(s->lists[VMB_LIST_BALLOON_4K] == pinned && !pinned->next,
-		       "%s: the pinned page back on the balloon list", what);
+		tap_ok(s->lists[VMB_LIST_HELD_4K] == pinned && !pinned->next &&
+		       !s->lists[VMB_LIST_BALLOON_4K],
+		       "%s: the pinned page on the held queue", what);
 		tap_eq(s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_4K] +
 		       s->b.page_stats[VMB_PAGE_STAT_FREE][VMB_PAGE_2M] *
 		       VMB_2M_FRAMES, cases[i].target - 1,
@@ -1226,6 +1227,7 @@ static void test_unlock_some_pinned(void)
 		struct sim *s = setup(caps[i]);
 		struct sim_frame *f;
 		unsigned int n = 0, pinned = 0;
+		u64 most_refused = 0;
 		char what[64];
 
 		snprintf(what, sizeof(what), "caps %#x, every 7th page pinned",
@@ -1239,12 +1241,31 @@ static void test_unlock_some_pinned(void)
 			}
 		}
 		s->host.target = 0;
-		sim_cycles(s, 60);
+		for (n = 0; n < 60; n++) {
+			u64 refused = s->host.unlocks_refused;
+
+			sim_cycle(s);
+			refused = s->host.unlocks_refused - refused;
+			if (refused > most_refused)
+				most_refused = refused;
+		}
 		tap_eq(s->b.size, pinned,
 		       "%s: deflated to the pinned pages in 60 cycles", what);
+		tap_ok(most_refused <= (caps[i] & VMB_CAP_BATCHED ?
+					VMB_BATCH_MAX_ENTRIES : VMB_MAX_REFUSED),
+		       "%s: at most %u refusals a deflation, one command's in batches (%llu)",
+		       what, VMB_MAX_REFUSED, (unsigned long long)most_refused);
+		tap_eq(s->b.held[VMB_PAGE_4K], pinned,
+		       "%s: the pinned pages held", what);
 		check_consistent(s, what);
-		for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next)
+
+		/* the host lets them go: the held pages are tried again */
+		for (f = s->lists[VMB_LIST_HELD_4K]; f; f = f->next)
 			f->pinned = false;
+		sim_cycle(s);
+		tap_eq(s->b.size, 0, "%s: unpinned, deflated in one cycle",
+		       what);
+		check_consistent(s, what);
 		shutdown_and_check(s, what);
 	}
 }
@@ -1702,7 +1723,7 @@ static void test_migrate_interleaved(void)
 			 modes[m]);
 		s->host.target = 3000;
 		sim_cycle(s);
-		for (step = 1; step <= 400 && !bad_step; step++) {
+		for (step = 1; step <= 600 && !bad_step; step++) {
 			unsigned int i;
 
 			switch (rnd(7)) {
@@ -1752,7 +1773,10 @@ static void test_migrate_interleaved(void)
 		tap_ok(migrated > 10, "%s: pages migrated (%u)", what, migrated);
 		tap_ok(s->migrations[VMB_MIGRATE_BUSY] > 0 &&
 		       s->migrations[VMB_MIGRATE_OLD_ONLY] > 0,
-		       "%s: every outcome seen", what);
+		       "%s: every outcome seen (done %u, old only %u, busy %u)",
+		       what, s->migrations[VMB_MIGRATE_DONE],
+		       s->migrations[VMB_MIGRATE_OLD_ONLY],
+		       s->migrations[VMB_MIGRATE_BUSY]);
 		tap_eq(s->b.stats[VMB_STAT_MIGRATE], migrated,
 		       "%s: migrations counted", what);
 		while (n_isolated)
