@@ -514,7 +514,8 @@ static u64 vmb_give_back(struct vmb_balloon *b, u64 frames,
  * deflation), the host has forgotten every page: they are freed without
  * UNLOCK, which the host would only answer with RESET.
  * The balloon then stays below its target for VMB_PRESSURE_HOLDOFF_MS,
- * counted from the latest request. Serialised like vmb_work().
+ * counted from the latest request. Serialised like vmb_work(). Whether to
+ * give at all is vmb_reclaim_decide()'s call; this is how.
  *
  * Return: the frames given back.
  */
@@ -540,71 +541,134 @@ void vmb_pressure(struct vmb_balloon *b)
 }
 
 /**
- * vmb_zone_short() - is one zone of the guest's memory short of free pages?
- * @free: its free frames
- * @low: its low watermark, frames
+ * vmb_reclaim_decide() - whether, and how, to answer a request for memory
+ * @r: the facts of the request
  *
- * Below the low watermark the kernel wakes kswapd, and an allocation that
- * finds every zone it may use below the min watermark reclaims directly:
- * the guest is short of memory. Above it, reclaim runs for some other
- * reason (memory.reclaim, node reclaim, hibernation making room,
- * compaction's need for contiguous pages), which the balloon does not
- * answer. The low watermark rather than the min: by the time the shrinker
- * runs, the reclaim that called it may already have freed a few pages,
- * and a zone just above min is still short. The balloon's own inflation
- * may leave a zone between min and low for the moment kswapd needs to
- * refill it; reclaim then takes at most that gap back.
+ * The one place that decides when the balloon gives memory back. In this
+ * order:
  *
- * Return: true if @free is below @low.
+ * - the balloon's own allocations, and hibernation preparing its image,
+ *   get nothing: neither is a shortage the balloon could end (hibernation
+ *   skips ballooned pages anyway);
+ * - the OOM notifier gets memory back, 4 KiB pages first, or, if the core
+ *   is busy, the worker is stopped: the guest is as short as it gets;
+ * - memory.reclaim and node reclaim get nothing: there is memory to spare,
+ *   and the balloon's pages are the guest's, not one node's;
+ * - kswapd gets nothing unless a zone is below its min watermark: it
+ *   restores the low watermark, which the balloon's own inflation may have
+ *   crossed a moment ago, and answering it would undo that inflation;
+ * - others get something only if the guest is short: a zone below its
+ *   min watermark, or below its low one while kswapd works to refill it.
+ *   Below low with kswapd asleep is the gap a 2 MiB inflation (which does
+ *   not wake kswapd) may leave: not a shortage anyone else noticed;
+ * - short and busy: an order-0 request stops the worker's inflation; a
+ *   compound one leaves it alone (compaction may help it, the worker's
+ *   next chunk does not hurt it);
+ * - short: a compound request gets 2 MiB pages first, others 4 KiB first.
+ *
+ * Every answer that gives (or notes) starts the hold-off over: a
+ * compound allocation that keeps reclaiming (khugepaged's 2 MiB pages)
+ * keeps the balloon from growing back into it every second.
+ *
+ * Return: the action, &enum vmb_reclaim_action.
  */
-bool vmb_zone_short(u64 free, u64 low)
+enum vmb_reclaim_action vmb_reclaim_decide(const struct vmb_reclaim *r)
 {
-	return free < low;
+	bool short_of_memory;
+
+	if (r->own || r->hibernation)
+		return VMB_RECLAIM_NOTHING;
+	if (r->caller == VMB_RECLAIM_OOM)
+		return r->busy ? VMB_RECLAIM_NOTE : VMB_RECLAIM_GIVE_4K;
+	if (r->proactive || r->node_reclaim)
+		return VMB_RECLAIM_NOTHING;
+	if (r->kswapd && !r->below_min)
+		return VMB_RECLAIM_NOTHING;
+	short_of_memory = r->below_min || (r->below_low && r->kswapd_awake);
+	if (!short_of_memory)
+		return VMB_RECLAIM_NOTHING;
+	if (r->busy)
+		return r->compound ? VMB_RECLAIM_NOTHING : VMB_RECLAIM_NOTE;
+	return r->compound ? VMB_RECLAIM_GIVE_2M : VMB_RECLAIM_GIVE_4K;
 }
 
 /**
- * vmb_reclaim() - answer one request of the OS's reclaim
+ * vmb_reclaim() - answer one request for memory back
  * @b: the balloon
  * @r: the request; vmb_reclaim() sets @r->scanned
- * @busy: the OS could not take the lock that serialises the core (the
- *	worker is in a cycle): only vmb_pressure() may be done
  *
- * Gives nothing unless the guest is short of memory. Short, it gives back
- * as vmb_shrink() does; for a compound page, 2 MiB pages first, and
- * without starting the hold-off over: an allocation of many contiguous
- * pages may retry reclaim again and again, and would otherwise keep the
- * balloon from ever growing back. Busy, an order-0 request stops the
- * worker's inflation (vmb_pressure()), and gives nothing now.
+ * Does what vmb_reclaim_decide() says. A give-back deflates at least
+ * VMB_PRESSURE_MIN_FRAMES and at most VMB_PRESSURE_MAX_FRAMES (a 2 MiB
+ * page whole, if that is what is left), and like every deflation ends at
+ * VMB_MAX_REFUSED pages the host would not unlock: the work of one
+ * request is bounded whatever the balloon's size and the host's answers
+ * (see vmb_oom_wait_ms() for the OOM notifier's whole bound). Called with
+ * the lock that serialises the core held, unless @r->busy.
  *
  * Every answer counts the whole request as scanned, at least what was
- * given back (a batch at least): the kernel then keeps no backlog for the
- * balloon. A request it took as not done (SHRINK_STOP) would be deferred
- * whole to the next one, which on kernels before 5.11 may then ask for
- * half of the balloon at once.
+ * given back: the kernel then keeps no backlog for the balloon. A request
+ * it took as not done (SHRINK_STOP) would be deferred whole to the next
+ * one, which on kernels before 5.11 may then ask for half of the balloon
+ * at once.
  *
  * Return: the frames given back.
  */
-u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r, bool busy)
+u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r)
 {
-	u64 freed = 0;
+	enum vmb_reclaim_action action = vmb_reclaim_decide(r);
+	u64 frames = r->frames, freed = 0;
 
 	r->scanned = r->frames;
-	if (!r->short_of_memory)
+	if (frames > VMB_PRESSURE_MAX_FRAMES)
+		frames = VMB_PRESSURE_MAX_FRAMES;
+	switch (action) {
+	case VMB_RECLAIM_NOTE:
+		vmb_pressure(b);
 		return 0;
-	if (busy) {
-		if (!r->large)
-			vmb_pressure(b);
+	case VMB_RECLAIM_GIVE_4K:
+		freed = vmb_shrink(b, frames);
+		break;
+	case VMB_RECLAIM_GIVE_2M:
+		vmb_pressure_seen(b);
+		freed = vmb_give_back(b, frames, VMB_PAGE_2M);
+		break;
+	default:
 		return 0;
-	}
-	if (r->large) {
-		vmb_stat_inc(&b->stats[VMB_STAT_SHRINK]);
-		freed = vmb_give_back(b, r->frames, VMB_PAGE_2M);
-	} else {
-		freed = vmb_shrink(b, r->frames);
 	}
 	if (freed > r->scanned)
 		r->scanned = freed;
 	return freed;
+}
+
+/**
+ * vmb_oom_wait_ms() - how long the OOM notifier waits for the core's lock
+ * @b: the balloon
+ * @tries: how many times it found the lock taken so far
+ *
+ * The OOM notifier runs under the kernel's oom_lock, and the worker may
+ * hold the core's lock while it allocates with direct reclaim, which can
+ * take long when memory is this short. So the notifier never waits for
+ * the lock without a bound: each time it finds it taken, the worker is
+ * told of the pressure (it ends its cycle after the page it is allocating
+ * and the command it is sending), and the notifier sleeps
+ * VMB_OOM_WAIT_MS; after VMB_OOM_TRIES of those (100 ms in all) it gives
+ * up, and the OOM killer goes ahead. Once it has the lock, its request
+ * (vmb_reclaim(), %VMB_RECLAIM_OOM) deflates fewer than
+ * 2 * VMB_PRESSURE_MIN_FRAMES (4 MiB), at least VMB_PRESSURE_MIN_FRAMES if
+ * the balloon has them and the host unlocks them, and stops at the
+ * command that brings the refusals to VMB_MAX_REFUSED: at most
+ * VMB_PRESSURE_MIN_FRAMES + VMB_MAX_REFUSED - 1 commands in single-page
+ * mode, 2 * (VMB_MAX_REFUSED + 1) in batches. No allocation, no other
+ * lock.
+ *
+ * Return: milliseconds to sleep before trying the lock again; 0 to give up.
+ */
+unsigned int vmb_oom_wait_ms(struct vmb_balloon *b, unsigned int tries)
+{
+	if (tries >= VMB_OOM_TRIES)
+		return 0;
+	vmb_pressure(b);
+	return VMB_OOM_WAIT_MS;
 }
 
 /* Move towards the target, within the deflate slack. */

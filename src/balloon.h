@@ -48,7 +48,8 @@
  * The OOM path never waits for the core's lock without a bound: up to
  * VMB_OOM_TRIES waits of VMB_OOM_WAIT_MS while the worker, told of the
  * pressure (vmb_pressure()), ends its cycle after the page it is
- * allocating and the command it is sending.
+ * allocating and the command it is sending. vmb_oom_wait_ms() decides,
+ * and its kernel-doc gives the whole bound.
  */
 #define VMB_OOM_TRIES		10
 #define VMB_OOM_WAIT_MS		10
@@ -213,28 +214,84 @@ void vmb_shutdown_rest(struct vmb_balloon *b);
 u64 vmb_effective_target(struct vmb_balloon *b);
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
 void vmb_pressure(struct vmb_balloon *b);
-bool vmb_zone_short(u64 free, u64 low);
+
+/*
+ * Memory pressure gets at most this many frames back per request (8 MiB),
+ * whatever it asks for: the kernel asks again if it needs more, and a
+ * request that came deferred from many earlier ones (5.10 keeps such a
+ * backlog) does not empty the balloon at once.
+ */
+#define VMB_PRESSURE_MAX_FRAMES	2048
 
 /**
- * struct vmb_reclaim - one request of the OS's reclaim for memory back
+ * enum vmb_reclaim_caller - who asks the balloon for memory back
+ * @VMB_RECLAIM_SHRINKER: the kernel's reclaim, through the shrinker
+ * @VMB_RECLAIM_OOM: the OOM killer is about to pick a victim: reclaim,
+ *	the shrinker included, found nothing
+ */
+enum vmb_reclaim_caller {
+	VMB_RECLAIM_SHRINKER,
+	VMB_RECLAIM_OOM,
+};
+
+/**
+ * enum vmb_reclaim_action - what vmb_reclaim_decide() makes of a request
+ * @VMB_RECLAIM_NOTHING: give nothing, and hold nothing off
+ * @VMB_RECLAIM_NOTE: give nothing now (the core is busy), but stop the
+ *	worker's inflation and start the hold-off (vmb_pressure())
+ * @VMB_RECLAIM_GIVE_4K: give back, 4 KiB pages first, and hold off
+ * @VMB_RECLAIM_GIVE_2M: give back, 2 MiB pages first, and hold off
+ */
+enum vmb_reclaim_action {
+	VMB_RECLAIM_NOTHING,
+	VMB_RECLAIM_NOTE,
+	VMB_RECLAIM_GIVE_4K,
+	VMB_RECLAIM_GIVE_2M,
+};
+
+/**
+ * struct vmb_reclaim - one request for memory back, as facts the OS saw
+ * @caller: who asks
  * @frames: the frames it asks for (the kernel's nr_to_scan)
- * @short_of_memory: the guest is really short: some zone of its memory has
- *	fewer free frames than vmb_zone_short() allows. Reclaim that runs for
- *	any other reason (memory.reclaim, node reclaim, hibernation making
- *	room, an allocation of many contiguous pages that only compaction can
- *	help) gets nothing
- * @large: the request comes from an allocation of a compound page, more
- *	than one 4 KiB page: a 2 MiB page back serves it, 4 KiB ones may not
+ * @compound: the allocation that reclaims wants a compound page, more
+ *	than one 4 KiB page (the kernel's shrinker learns no more of the
+ *	order than that): a 2 MiB page back serves it, 4 KiB ones may not
+ * @below_min: a zone of the node reclaiming is below its min watermark
+ * @below_low: a zone of the node reclaiming is below its low watermark
+ * @kswapd_awake: that node's kswapd is at work (not asleep)
+ * @kswapd: the request comes from kswapd itself
+ * @node_reclaim: reclaim for one node while another has memory to spare
+ *	(zone_reclaim_mode, or an allocation bound to the node): the
+ *	guest as a whole is not short
+ * @hibernation: the system is preparing a hibernation image, whose
+ *	preallocation reclaims with no shortage
+ * @proactive: reclaim asked for by user space (memory.reclaim)
+ * @own: no allocation of anyone else's is short: the balloon's own worker
+ *	allocating, or a caller that runs no reclaim (drop_caches asks
+ *	every shrinker for everything)
+ * @busy: the OS could not take the lock that serialises the core (the
+ *	worker is in a cycle)
  * @scanned: set by vmb_reclaim(): the frames to count as scanned
  */
 struct vmb_reclaim {
+	enum vmb_reclaim_caller caller;
 	u64 frames;
-	bool short_of_memory;
-	bool large;
+	bool compound;
+	bool below_min;
+	bool below_low;
+	bool kswapd_awake;
+	bool kswapd;
+	bool node_reclaim;
+	bool hibernation;
+	bool proactive;
+	bool own;
+	bool busy;
 	u64 scanned;
 };
 
-u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r, bool busy);
+enum vmb_reclaim_action vmb_reclaim_decide(const struct vmb_reclaim *r);
+u64 vmb_reclaim(struct vmb_balloon *b, struct vmb_reclaim *r);
+unsigned int vmb_oom_wait_ms(struct vmb_balloon *b, unsigned int tries);
 
 /**
  * enum vmb_migrate_result - what vmb_migrate() did

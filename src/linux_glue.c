@@ -25,6 +25,7 @@
 #include <linux/nodemask.h>
 #include <linux/notifier.h>
 #include <linux/oom.h>
+#include <linux/suspend.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -76,6 +77,9 @@ MODULE_PARM_DESC(vmwballoon_oom_enable,
  * @shrinker_registered: @shrinker is registered
  * @oom_nb: gives the balloon back before the OOM killer runs
  * @oom_registered: @oom_nb is registered
+ * @pm_nb: tells the core when hibernation prepares its image
+ * @pm_registered: @pm_nb is registered
+ * @hibernating: hibernation is preparing its image, or restoring it
  * @doorbell: the VMCI doorbell handle
  */
 struct vmw_balloon {
@@ -92,6 +96,9 @@ struct vmw_balloon {
 	bool shrinker_registered;
 	struct notifier_block oom_nb;
 	bool oom_registered;
+	struct notifier_block pm_nb;
+	bool pm_registered;
+	bool hibernating;
 #if VMB_HAVE_DOORBELL
 	struct vmci_handle doorbell;
 #endif
@@ -260,53 +267,78 @@ static struct vmw_balloon *shrinker_to_vmw(struct shrinker *shrinker)
 			    struct vmw_balloon, shrinker);
 }
 
-/*
- * Reclaim the balloon answers: an allocation that stalls, in direct
- * reclaim (PF_MEMALLOC is set for that). Not kswapd, which the balloon's
- * own inflation wakes whenever it takes free memory below the low
- * watermark (a shrinker answering it would undo that inflation), not the
- * worker's own allocations, and not drop_caches, which asks every
- * shrinker for everything it has but needs no memory.
- */
-static bool vmw_balloon_reclaim_wanted(struct vmw_balloon *vb)
+/* The watermark state of one node's populated zones. */
+static void vmw_balloon_node_state(int nid, bool *below_low, bool *below_min)
 {
-	return (current->flags & PF_MEMALLOC) && !current_is_kswapd() &&
-	       current != READ_ONCE(vb->cycle_task);
+	struct pglist_data *pgdat = NODE_DATA(nid);
+	int i;
+
+	*below_low = false;
+	*below_min = false;
+	for (i = 0; i < MAX_NR_ZONES; i++) {
+		struct zone *zone = &pgdat->node_zones[i];
+		unsigned long free;
+
+		if (!populated_zone(zone))
+			continue;
+		free = zone_page_state(zone, NR_FREE_PAGES);
+		if (free < low_wmark_pages(zone))
+			*below_low = true;
+		if (free < min_wmark_pages(zone))
+			*below_min = true;
+	}
+}
+
+/* Is the node's kswapd at work, not asleep on its queue? */
+static bool vmw_balloon_kswapd_awake(int nid)
+{
+	return !waitqueue_active(&NODE_DATA(nid)->kswapd_wait); /* a hint */
 }
 
 /*
- * Is the guest really short of memory? Some zone of it below its low
- * watermark (the core's vmb_zone_short() decides). Reclaim that runs with
- * memory to spare (memory.reclaim, node reclaim, hibernation making room,
- * a large allocation waiting for contiguous pages) gets nothing from the
- * balloon.
+ * The facts of a request for memory, for the core's vmb_reclaim_decide():
+ * the glue reports, the core decides. The node reclaiming is taken to be
+ * the CPU's: node reclaim runs there, and direct reclaim mostly does.
+ * What a shrinker cannot see is left false: memory.reclaim is not told
+ * apart (it runs with memory to spare, which the watermarks show).
  */
-static bool vmw_balloon_guest_short(void)
+static void vmw_balloon_facts(struct vmw_balloon *vb, struct vmb_reclaim *r)
 {
-	int nid;
+	int here = numa_node_id(), nid;
+	bool other_free = false;
 
 	for_each_online_node(nid) {
-		struct pglist_data *pgdat = NODE_DATA(nid);
-		int i;
+		bool low, min;
 
-		for (i = 0; i < MAX_NR_ZONES; i++) {
-			struct zone *zone = &pgdat->node_zones[i];
-
-			if (populated_zone(zone) &&
-			    vmb_zone_short(zone_page_state(zone, NR_FREE_PAGES),
-					   low_wmark_pages(zone)))
-				return true;
+		vmw_balloon_node_state(nid, &low, &min);
+		if (nid == here) {
+			r->below_low = low;
+			r->below_min = min;
+			r->kswapd_awake = vmw_balloon_kswapd_awake(nid);
+		} else if (!low) {
+			other_free = true;
 		}
 	}
-	return false;
+	r->node_reclaim = other_free && r->below_low;
+	r->kswapd = current_is_kswapd();
+	r->hibernation = READ_ONCE(vb->hibernating);
+	/* drop_caches asks every shrinker for all, with no reclaim running */
+	r->own = !(current->flags & PF_MEMALLOC) ||
+		 current == READ_ONCE(vb->cycle_task);
 }
 
 static unsigned long vmw_balloon_shrink_count(struct shrinker *shrinker,
 					      struct shrink_control *sc)
 {
 	struct vmw_balloon *vb = shrinker_to_vmw(shrinker);
+	struct vmb_reclaim r = {
+		.caller = VMB_RECLAIM_SHRINKER,
+		/* compound pages are never of order 0 */
+		.compound = !!(sc->gfp_mask & __GFP_COMP),
+	};
 
-	if (!vmw_balloon_reclaim_wanted(vb) || !vmw_balloon_guest_short())
+	vmw_balloon_facts(vb, &r);
+	if (vmb_reclaim_decide(&r) == VMB_RECLAIM_NOTHING)
 		return 0;
 	return VMB_READ_ONCE(vb->core.size);
 }
@@ -323,23 +355,24 @@ static unsigned long vmw_balloon_shrink_scan(struct shrinker *shrinker,
 {
 	struct vmw_balloon *vb = shrinker_to_vmw(shrinker);
 	struct vmb_reclaim r = {
+		.caller = VMB_RECLAIM_SHRINKER,
 		.frames = sc->nr_to_scan,
-		/* compound pages are never of order 0 */
-		.large = !!(sc->gfp_mask & __GFP_COMP),
+		.compound = !!(sc->gfp_mask & __GFP_COMP),
 	};
 	unsigned long freed;
-	bool busy;
 
-	if (!vmw_balloon_reclaim_wanted(vb))
+	vmw_balloon_facts(vb, &r);
+	if (vmb_reclaim_decide(&r) == VMB_RECLAIM_NOTHING) {
+		sc->nr_scanned = r.frames;
 		return 0;
-	r.short_of_memory = vmw_balloon_guest_short();
-	busy = !mutex_trylock(&vb->lock);
-	if (!busy && vb->stopping) {
+	}
+	r.busy = !mutex_trylock(&vb->lock);
+	if (!r.busy && vb->stopping) {
 		mutex_unlock(&vb->lock);
 		return 0;
 	}
-	freed = vmb_reclaim(&vb->core, &r, busy);
-	if (!busy)
+	freed = vmb_reclaim(&vb->core, &r);
+	if (!r.busy)
 		mutex_unlock(&vb->lock);
 	sc->nr_scanned = r.scanned;
 	vmb_compat_account_reclaimed(freed);
@@ -424,39 +457,57 @@ void vmb_os_log(struct vmb_balloon *b, enum vmb_log_level level,
 
 /*
  * The kernel is about to kill a task for memory: reclaim, the shrinker
- * included, found none. 2 MiB back spares a victim. This runs under the
- * kernel's oom_lock, and the worker may hold the lock while it allocates
- * with direct reclaim, which can wait for long when memory is this short:
- * so it never waits for the lock without a bound. Told of the pressure,
- * the worker stops after the page it is allocating and the command it is
- * sending; if the lock is still taken after VMB_OOM_TRIES waits of
- * VMB_OOM_WAIT_MS, the OOM killer goes ahead, and the next reclaim finds
+ * included, found none. This runs under the kernel's oom_lock: the core
+ * bounds the wait for its lock and the work (vmb_oom_wait_ms()). If the
+ * wait gives up, the OOM killer goes ahead, and the next reclaim finds
  * the balloon free.
  */
 static int vmw_balloon_oom_notify(struct notifier_block *nb,
 				  unsigned long unused, void *freed_pages)
 {
 	struct vmw_balloon *vb = container_of(nb, struct vmw_balloon, oom_nb);
+	struct vmb_reclaim r = {
+		.caller = VMB_RECLAIM_OOM,
+		.frames = VMB_PRESSURE_MIN_FRAMES,
+	};
 	unsigned long *freed = freed_pages;
-	unsigned int tries;
+	unsigned int tries, ms;
 	u64 given = 0;
 
 	for (tries = 0; !mutex_trylock(&vb->lock); tries++) {
-		if (tries == VMB_OOM_TRIES) {
+		ms = vmb_oom_wait_ms(&vb->core, tries);
+		if (!ms) {
 			pr_warn_ratelimited("the guest ran short of memory while the balloon was busy: nothing given back\n");
 			return NOTIFY_OK;
 		}
-		vmb_pressure(&vb->core);
-		msleep(VMB_OOM_WAIT_MS);
+		msleep(ms);
 	}
+	r.hibernation = READ_ONCE(vb->hibernating);
 	if (!vb->stopping)
-		given = vmb_shrink(&vb->core, VMB_PRESSURE_MIN_FRAMES);
+		given = vmb_reclaim(&vb->core, &r);
 	mutex_unlock(&vb->lock);
 	if (given)
 		pr_info_ratelimited("the guest ran short of memory: %llu frames given back\n",
 				    given);
 	*freed += given;
 	return NOTIFY_OK;
+}
+
+/*
+ * Hibernation's preallocation reclaims with no shortage: the core is told
+ * (vmb_reclaim_decide()) from the moment the image is prepared until the
+ * system is back.
+ */
+static int vmw_balloon_pm_notify(struct notifier_block *nb,
+				 unsigned long event, void *unused)
+{
+	struct vmw_balloon *vb = container_of(nb, struct vmw_balloon, pm_nb);
+
+	if (event == PM_HIBERNATION_PREPARE)
+		WRITE_ONCE(vb->hibernating, true);
+	else if (event == PM_POST_HIBERNATION)
+		WRITE_ONCE(vb->hibernating, false);
+	return NOTIFY_DONE;
 }
 
 /*
@@ -581,6 +632,8 @@ static int __init vmw_balloon_init(void)
 			pr_warn("no OOM notifier (%d)\n", err);
 		vb->oom_registered = !err;
 	}
+	vb->pm_nb.notifier_call = vmw_balloon_pm_notify;
+	vb->pm_registered = !register_pm_notifier(&vb->pm_nb);
 	vb->debugfs = debugfs_create_file("vmmemctl", 0400, NULL, vb,
 					  &vmw_balloon_stats_fops);
 	queue_delayed_work(system_freezable_wq, &vb->dwork, 0);
@@ -639,6 +692,8 @@ static void __exit vmw_balloon_exit(void)
 		unregister_oom_notifier(&vb->oom_nb);
 	if (vb->shrinker_registered)
 		vmb_compat_shrinker_unregister(&vb->shrinker);
+	if (vb->pm_registered)
+		unregister_pm_notifier(&vb->pm_nb);
 
 	/* After this, neither the doorbell nor the worker starts a cycle. */
 	mutex_lock(&vb->lock);

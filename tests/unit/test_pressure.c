@@ -335,6 +335,20 @@ static void test_shrink_reset_pending(void)
 	shutdown_and_check(s, "reset pending");
 }
 
+static u64 unlock_cmds(const struct sim *s)
+{
+	return s->host.calls[VMB_CMD_UNLOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
+	       s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
+}
+
+/* One request, the lock taken (or found busy) as the glue does. */
+static u64 reclaim(struct sim *s, struct vmb_reclaim *r, bool busy)
+{
+	r->busy = busy;
+	return vmb_reclaim(&s->b, r);
+}
+
 /*
  * The guest's reclaim, when the guest is not short of memory (memory.reclaim,
  * node reclaim, hibernation, compaction): nothing given back, no hold-off.
@@ -349,13 +363,13 @@ static void test_reclaim_not_short(void)
 	sim_cycle(s);
 	unlocks = s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
 		  s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
-	tap_eq(vmb_reclaim(&s->b, &r, false), 0, "not short: nothing given");
+	tap_eq(reclaim(s, &r, false), 0, "not short: nothing given");
 	tap_eq(r.scanned, 1000, "not short: the request counts as scanned");
-	r.large = true;
-	tap_eq(vmb_reclaim(&s->b, &r, false), 0,
+	r.compound = true;
+	tap_eq(reclaim(s, &r, false), 0,
 	       "not short: nothing given for a large page either");
-	r.large = false;
-	tap_eq(vmb_reclaim(&s->b, &r, true), 0, "not short, busy: nothing");
+	r.compound = false;
+	tap_eq(reclaim(s, &r, true), 0, "not short, busy: nothing");
 	tap_ok(!s->b.pressure_pending, "not short, busy: no pressure noted");
 	check_size(s, 3000, "not short");
 	tap_eq(s->host.calls[VMB_CMD_BATCHED_UNLOCK] +
@@ -367,9 +381,9 @@ static void test_reclaim_not_short(void)
 	check_size(s, 4000, "not short: no hold-off, inflates at once");
 
 	/* short: as vmb_shrink(), 4 KiB pages first, and the hold-off */
-	r.short_of_memory = true;
+	r.below_min = true;
 	r.frames = 100;
-	tap_eq(vmb_reclaim(&s->b, &r, false), 512, "short: a batch given");
+	tap_eq(reclaim(s, &r, false), 512, "short: a batch given");
 	tap_eq(r.scanned, 512, "short: what was given counts as scanned");
 	s->host.target = 5000;
 	sim_cycle(s);
@@ -385,14 +399,14 @@ static u64 locked_2m(const struct sim *s)
 
 /*
  * For an allocation of a compound page, 2 MiB pages go first, and the
- * hold-off does not start over: such allocations may retry reclaim again
- * and again. A busy core is left alone.
+ * hold-off starts over, as for any other: the balloon does not grow back
+ * into a shortage that is still asking. A busy core is left alone.
  */
 static void test_reclaim_large(void)
 {
 	struct sim *s = setup(0x2e);
-	struct vmb_reclaim r = { .frames = 32, .short_of_memory = true,
-				 .large = true };
+	struct vmb_reclaim r = { .frames = 32, .below_min = true,
+				 .compound = true };
 	u64 unlocks_4k;
 
 	s->no_2m = true;	/* 1000 frames of 4 KiB, then 2 MiB pages */
@@ -403,29 +417,225 @@ static void test_reclaim_large(void)
 	sim_cycle(s);
 	check_size(s, 3048, "large: inflated");
 	unlocks_4k = s->host.calls[VMB_CMD_BATCHED_UNLOCK];
-	tap_eq(vmb_reclaim(&s->b, &r, false), 512, "large: one 2 MiB page given");
+	tap_eq(reclaim(s, &r, false), 512, "large: one 2 MiB page given");
 	tap_eq(locked_2m(s), 1, "large: one 2 MiB UNLOCK");
 	tap_eq(s->host.calls[VMB_CMD_BATCHED_UNLOCK], unlocks_4k,
 	       "large: no 4 KiB page touched");
 	tap_eq(stat(s, VMB_STAT_SHRINK), 1, "large: counted as a shrink");
 	tap_eq(stat(s, VMB_STAT_SHRINK_FREE), 512, "large: shrinkFree");
-	tap_eq(vmb_reclaim(&s->b, &r, true), 0, "large, busy: nothing");
+	tap_eq(reclaim(s, &r, true), 0, "large, busy: nothing");
 	tap_ok(!s->b.pressure_pending,
 	       "large, busy: the worker's inflation goes on");
 	sim_cycle(s);
-	check_size(s, 3048, "large: no hold-off, back at target next cycle");
+	check_size(s, 3048 - 512, "large: the hold-off began");
 
-	/* an order-0 shortage's hold-off is not renewed by large requests */
-	r.large = false;
-	vmb_reclaim(&s->b, &r, false);
+	/* each large request starts it over, as an order-0 one does */
 	s->now_ms += VMB_PRESSURE_HOLDOFF_MS - 1;
-	r.large = true;
-	vmb_reclaim(&s->b, &r, false);
+	tap_eq(reclaim(s, &r, false), 512, "large: another 2 MiB page given");
 	s->now_ms += 1;
 	sim_cycle(s);
-	check_size(s, 3048, "large: the hold-off ends when it was due");
+	check_size(s, 3048 - 1024, "large: the hold-off started over");
+	s->now_ms += VMB_PRESSURE_HOLDOFF_MS;
+	sim_cycle(s);
+	check_size(s, 3048, "large: back at target once it ends");
 	check_consistent(s, "large");
 	shutdown_and_check(s, "large");
+}
+
+/*
+ * 2 MiB pages against a workload of 2 MiB allocations (khugepaged): the
+ * guest is short whenever the balloon is back at its target, and asks
+ * every second. Over 60 s the balloon must not inflate and deflate once
+ * a second: the hold-off keeps it down while the requests keep coming.
+ */
+static void test_reclaim_no_ping_pong(void)
+{
+	struct sim *s = setup(0x2e);
+	u64 locks, unlocks;
+	unsigned int sec;
+
+	s->host.target = 4096;
+	sim_cycle(s);
+	check_size(s, 4096, "ping-pong: inflated");
+	locks = s->host.calls[VMB_CMD_BATCHED_2M_LOCK];
+	unlocks = s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK];
+	for (sec = 0; sec < 60; sec++) {
+		struct vmb_reclaim r = {
+			.frames = 512, .compound = true,
+			.below_low = true, .kswapd_awake = true,
+		};
+
+		if (s->b.size == s->host.target)
+			reclaim(s, &r, false);
+		s->now_ms += VMB_POLL_SLOW_MS;
+		sim_cycle(s);
+	}
+	tap_ok(s->host.calls[VMB_CMD_BATCHED_2M_LOCK] - locks <= 12,
+	       "ping-pong: at most one inflation per hold-off (%llu 2 MiB LOCKs in 60 s)",
+	       (unsigned long long)(s->host.calls[VMB_CMD_BATCHED_2M_LOCK] -
+				    locks));
+	tap_ok(s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK] - unlocks <= 12,
+	       "ping-pong: and one deflation (%llu 2 MiB UNLOCKs in 60 s)",
+	       (unsigned long long)(s->host.calls[VMB_CMD_BATCHED_2M_UNLOCK] -
+				    unlocks));
+	check_consistent(s, "ping-pong");
+	shutdown_and_check(s, "ping-pong");
+}
+
+/* The decision table of vmb_reclaim_decide(), one row per rule. */
+static void test_reclaim_decide(void)
+{
+	enum { N = VMB_RECLAIM_NOTHING, T = VMB_RECLAIM_NOTE,
+	       G4 = VMB_RECLAIM_GIVE_4K, G2 = VMB_RECLAIM_GIVE_2M };
+	static const struct {
+		struct vmb_reclaim r;
+		int want;
+		const char *what;
+	} rows[] = {
+		{ { .below_min = 1 }, G4, "direct, below min" },
+		{ { .below_min = 1, .compound = 1 }, G2, "compound, below min" },
+		{ { .below_low = 1, .kswapd_awake = 1 }, G4,
+		  "below low, kswapd at work" },
+		{ { .below_low = 1 }, N, "below low, kswapd asleep: the 2 MiB gap" },
+		{ { 0 }, N, "above low: reclaim with memory to spare" },
+		{ { .below_min = 1, .busy = 1 }, T, "short, busy: noted" },
+		{ { .below_min = 1, .busy = 1, .compound = 1 }, N,
+		  "short, busy, compound: nothing" },
+		{ { .busy = 1 }, N, "not short, busy: nothing" },
+		{ { .below_min = 1, .own = 1 }, N, "the balloon's own allocation" },
+		{ { .below_min = 1, .hibernation = 1 }, N, "hibernation" },
+		{ { .below_low = 1, .kswapd_awake = 1, .node_reclaim = 1 }, N,
+		  "node reclaim" },
+		{ { .below_min = 1, .node_reclaim = 1 }, N,
+		  "node reclaim, below min on its node" },
+		{ { .below_min = 1, .proactive = 1 }, N, "memory.reclaim" },
+		{ { .below_low = 1, .kswapd_awake = 1, .kswapd = 1 }, N,
+		  "kswapd, below low" },
+		{ { .below_min = 1, .kswapd = 1, .kswapd_awake = 1 }, G4,
+		  "kswapd, below min" },
+		{ { .caller = VMB_RECLAIM_OOM }, G4, "OOM" },
+		{ { .caller = VMB_RECLAIM_OOM, .busy = 1 }, T, "OOM, busy" },
+		{ { .caller = VMB_RECLAIM_OOM, .hibernation = 1 }, N,
+		  "OOM while hibernating" },
+		{ { .caller = VMB_RECLAIM_OOM, .node_reclaim = 1 }, G4,
+		  "OOM beats node facts" },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		tap_eq(vmb_reclaim_decide(&rows[i].r), rows[i].want,
+		       "decide: %s", rows[i].what);
+}
+
+/*
+ * What the table means for the balloon: node reclaim and hibernation
+ * leave it whole however often they ask, with no hold-off; a request
+ * for more than VMB_PRESSURE_MAX_FRAMES gets that much.
+ */
+static void test_reclaim_not_drained(void)
+{
+	struct sim *s = setup(0x26);
+	struct vmb_reclaim node = { .frames = 128, .below_min = 1,
+				    .below_low = 1, .kswapd_awake = 1,
+				    .node_reclaim = 1 };
+	struct vmb_reclaim hib = { .frames = 128, .below_min = 1,
+				   .below_low = 1, .hibernation = 1 };
+	struct vmb_reclaim big = { .frames = 100000, .below_min = 1 };
+	unsigned int i;
+
+	s->host.target = 8192;
+	sim_cycle(s);
+	for (i = 0; i < 1000; i++) {
+		reclaim(s, &node, false);
+		reclaim(s, &hib, false);
+	}
+	check_size(s, 8192, "node reclaim and hibernation: nothing given");
+	tap_eq(stat(s, VMB_STAT_SHRINK), 0,
+	       "node reclaim and hibernation: no hold-off");
+	tap_eq(reclaim(s, &big, false), VMB_PRESSURE_MAX_FRAMES,
+	       "a request for 100000 frames gets %u", VMB_PRESSURE_MAX_FRAMES);
+	tap_eq(big.scanned, 100000, "and counts as scanned whole");
+	check_consistent(s, "not drained");
+	shutdown_and_check(s, "not drained");
+}
+
+/*
+ * The OOM notifier's bound (vmb_oom_wait_ms()): at most VMB_OOM_TRIES
+ * waits, 100 ms in all, each telling the worker; then one request that
+ * gives fewer than twice VMB_PRESSURE_MIN_FRAMES (at least that many if
+ * the host refuses none), with at most VMB_MAX_REFUSED refusals (a
+ * batch's in one command) and the documented number of commands, whatever
+ * the host answers.
+ */
+static void test_oom_bound(void)
+{
+	static const struct {
+		u32 caps;
+		unsigned int refuse;	/* every Nth unlock refused; 1 all */
+		bool no_2m;
+	} cases[] = {
+		{ 0x02, 0, true }, { 0x02, 1, true }, { 0x02, 2, true },
+		{ 0x26, 0, true }, { 0x26, 1, true }, { 0x26, 2, true },
+		{ 0x2e, 0, false }, { 0x2e, 1, false }, { 0x2e, 3, false },
+	};
+	unsigned int i, tries = 0, waited = 0, ms;
+	struct sim *s = setup(0x26);
+
+	while ((ms = vmb_oom_wait_ms(&s->b, tries))) {
+		tap_ok(s->b.pressure_pending, "oom wait %u: the worker told",
+		       tries);
+		VMB_WRITE_ONCE(s->b.pressure_pending, false);
+		waited += ms;
+		tries++;
+	}
+	tap_eq(tries, VMB_OOM_TRIES, "oom: gives up after %u waits",
+	       VMB_OOM_TRIES);
+	tap_ok(waited <= 100, "oom: waits at most 100 ms in all (%u)", waited);
+	shutdown_and_check(s, "oom wait");
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct vmb_reclaim r = { .caller = VMB_RECLAIM_OOM,
+					 .frames = VMB_PRESSURE_MIN_FRAMES };
+		bool batched = cases[i].caps & VMB_CAP_BATCHED;
+		u64 cmds, refused, given, most;
+		char what[64];
+		struct sim_frame *f;
+		unsigned int n = 0;
+
+		snprintf(what, sizeof(what), "oom, caps %#x, refuse 1/%u",
+			 cases[i].caps, cases[i].refuse);
+		s = setup(cases[i].caps);
+		s->no_2m = cases[i].no_2m;
+		s->host.target = cases[i].no_2m ? 4096 : 6000;
+		sim_cycle(s);
+		for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next)
+			f->pinned = cases[i].refuse && n++ % cases[i].refuse == 0;
+		for (f = s->lists[VMB_LIST_BALLOON_2M]; f; f = f->next)
+			f->pinned = cases[i].refuse && n++ % cases[i].refuse == 0;
+		cmds = unlock_cmds(s);
+		refused = s->host.unlocks_refused;
+		given = reclaim(s, &r, false);
+		cmds = unlock_cmds(s) - cmds;
+		refused = s->host.unlocks_refused - refused;
+		most = batched ? 2 * (VMB_MAX_REFUSED + 1) :
+				 VMB_PRESSURE_MIN_FRAMES + VMB_MAX_REFUSED - 1;
+		tap_ok(given < 2 * VMB_PRESSURE_MIN_FRAMES,
+		       "%s: fewer than %u frames (%llu)", what,
+		       2 * VMB_PRESSURE_MIN_FRAMES, (unsigned long long)given);
+		tap_ok(cases[i].refuse || given >= VMB_PRESSURE_MIN_FRAMES,
+		       "%s: at least %u frames if none refused (%llu)", what,
+		       VMB_PRESSURE_MIN_FRAMES, (unsigned long long)given);
+		tap_ok(cmds <= most, "%s: at most %llu commands (%llu)", what,
+		       (unsigned long long)most, (unsigned long long)cmds);
+		tap_ok(refused <= (batched ? VMB_BATCH_MAX_ENTRIES :
+					     VMB_MAX_REFUSED),
+		       "%s: refusals bounded (%llu)", what,
+		       (unsigned long long)refused);
+		check_consistent(s, what);
+		for (f = s->lists[VMB_LIST_HELD_4K]; f; f = f->next)
+			f->pinned = false;
+		shutdown_and_check(s, what);
+	}
 }
 
 /*
@@ -467,10 +677,10 @@ static u64 do_shrink_slab(struct sim *s, struct slab_model *m, int priority,
 	while (total_scan >= 128 || total_scan >= freeable) {
 		struct vmb_reclaim r = {
 			.frames = total_scan < 128 ? total_scan : 128,
-			.short_of_memory = short_of_memory,
+			.below_min = short_of_memory,
 		};
 
-		freed += vmb_reclaim(&s->b, &r, busy);
+		freed += reclaim(s, &r, busy);
 		if (!r.scanned)
 			break;	/* SHRINK_STOP */
 		total_scan -= r.scanned;
@@ -603,6 +813,10 @@ int main(void)
 	test_shrink_reset_pending();
 	test_reclaim_not_short();
 	test_reclaim_large();
+	test_reclaim_no_ping_pong();
+	test_reclaim_decide();
+	test_reclaim_not_drained();
+	test_oom_bound();
 	test_reclaim_busy_no_backlog();
 	test_pressure_bounds_the_cycle();
 
