@@ -294,6 +294,17 @@ static int vmb_pages_migratepage(struct balloon_dev_info *info,
 
 	switch (result) {
 	case VMB_MIGRATE_DONE:
+		/*
+		 * The kernel's balloon code moves the page, not its count
+		 * (7.2 and 7.3 read; where the driver inserts the new page
+		 * itself, balloon_page_insert() counts nothing either): across
+		 * nodes, "Balloon:" of the old page's node would keep it and
+		 * the new one's never get it.
+		 */
+		if (page_pgdat(page) != page_pgdat(newpage)) {
+			vmb_compat_balloon_pages(page, -1);
+			vmb_compat_balloon_pages(newpage, 1);
+		}
 		break;
 	case VMB_MIGRATE_OLD_ONLY:
 		/*
