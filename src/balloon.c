@@ -920,6 +920,59 @@ void vmb_shutdown_rest(struct vmb_balloon *b)
 	vmb_pop(b);
 }
 
+/**
+ * vmb_drain_wait_ms() - how long unload sleeps before it looks again
+ * @waited_ms: how long it has waited so far for pages to come back
+ *
+ * After vmb_shutdown(), unload waits for the ballooned pages the OS held
+ * away from its lists (4 KiB pages compaction had isolated): each comes
+ * back through the kernel's putback or the end of its migration, and
+ * until then the kernel may still touch the list and call the driver's
+ * code, so neither may go away. How long that takes is the kernel's
+ * business, not the driver's: unload waits as long as it takes, but
+ * spends next to nothing doing so. Each look is one lock, one count and
+ * vmb_shutdown_rest() (no command: the host forgot every page at
+ * START(0)); the looks come ever further apart, each wait as long as all
+ * before it, from VMB_DRAIN_FIRST_MS up to VMB_DRAIN_MAX_MS: seven looks
+ * in the first 1.28 s, then one a second.
+ *
+ * Return: milliseconds to sleep before the next look.
+ */
+unsigned int vmb_drain_wait_ms(u64 waited_ms)
+{
+	if (waited_ms < VMB_DRAIN_FIRST_MS)
+		return VMB_DRAIN_FIRST_MS;
+	if (waited_ms > VMB_DRAIN_MAX_MS)
+		return VMB_DRAIN_MAX_MS;
+	return (unsigned int)waited_ms;
+}
+
+/* 0 before VMB_DRAIN_SAY_FIRST_MS, then one more every ..._EVERY_MS. */
+static u64 vmb_drain_mentions(u64 waited_ms)
+{
+	if (waited_ms < VMB_DRAIN_SAY_FIRST_MS)
+		return 0;
+	return 1 + (waited_ms - VMB_DRAIN_SAY_FIRST_MS) /
+		   VMB_DRAIN_SAY_EVERY_MS;
+}
+
+/**
+ * vmb_drain_say() - should unload say what it is waiting for?
+ * @waited_ms: how long it had waited before the last sleep
+ * @slept_ms: that sleep
+ *
+ * Once VMB_DRAIN_SAY_FIRST_MS have passed, and every
+ * VMB_DRAIN_SAY_EVERY_MS after, so that a page that never comes back
+ * leaves a line a minute, not one per look.
+ *
+ * Return: true if the last sleep crossed one of those moments.
+ */
+bool vmb_drain_say(u64 waited_ms, unsigned int slept_ms)
+{
+	return vmb_drain_mentions(waited_ms + slept_ms) >
+	       vmb_drain_mentions(waited_ms);
+}
+
 static const char * const vmb_stat_names[VMB_NR_SHOWN_STATS] = {
 	[VMB_STAT_TIMER]	= "timer",
 	[VMB_STAT_DOORBELL]	= "doorbell",

@@ -647,26 +647,26 @@ module_init(vmw_balloon_init);
 
 /*
  * Unload empties the balloon: START(0) once, which frees every listed
- * page; then, every VMW_BALLOON_DRAIN_MS, what came back since. Pages
- * compaction holds come back (migration refuses them once vb->stopping is
- * set), and so does one whose migration the host agreed to before: the
- * list must outlive them all. If some are still away after
- * VMW_BALLOON_DRAIN_ROUNDS rounds (10 s), unload says so, once, and keeps
- * waiting: freeing the list under them would corrupt memory.
+ * page; then, when the core says (vmb_drain_wait_ms()), what came back
+ * since. It waits for the ballooned 4 KiB pages compaction holds
+ * (isolated: they come back through the kernel's putback, or leave with
+ * the end of their migration, which migration refuses once vb->stopping
+ * is set) and for any the count says are still listed: until both are
+ * none, the kernel may still touch the list and call this module's code,
+ * so freeing them would corrupt memory. It says so, with the counts, as
+ * often as vmb_drain_say() decides.
  */
-#define VMW_BALLOON_DRAIN_MS		20
-#define VMW_BALLOON_DRAIN_ROUNDS	500
-
 static void __exit vmw_balloon_drain(struct vmw_balloon *vb)
 {
-	unsigned int round;
+	unsigned long waited = 0;
 
-	for (round = 0;; round++) {
+	for (;;) {
 		unsigned long listed, isolated;
+		unsigned int ms;
 		bool empty;
 
 		mutex_lock(&vb->lock);
-		if (round)
+		if (waited)
 			vmb_shutdown_rest(&vb->core);
 		else
 			vmb_shutdown(&vb->core);
@@ -675,10 +675,12 @@ static void __exit vmw_balloon_drain(struct vmw_balloon *vb)
 		mutex_unlock(&vb->lock);
 		if (empty)
 			return;
-		if (round == VMW_BALLOON_DRAIN_ROUNDS)
-			pr_warn("unload waits for %lu ballooned pages that compaction holds and %lu still on the list\n",
-				isolated, listed);
-		msleep(VMW_BALLOON_DRAIN_MS);
+		ms = vmb_drain_wait_ms(waited);
+		msleep(ms);
+		if (vmb_drain_say(waited, ms))
+			pr_warn("unload has waited %lu s for %lu ballooned pages that compaction holds and %lu still listed; it cannot free them before they come back\n",
+				(waited + ms) / MSEC_PER_SEC, isolated, listed);
+		waited += ms;
 	}
 }
 

@@ -1617,6 +1617,44 @@ static void test_migrate_temporary(void)
 	}
 }
 
+/*
+ * Unload's wait for a page compaction holds (vmb_drain_wait_ms()): looks
+ * at 20 ms, then ever further apart (seven in the first 1.28 s), then one
+ * a second; over 10 minutes of a page that never comes back, about 600
+ * looks (a look every 20 ms would be 30000) and a line a minute from the
+ * tenth second on. Each look sends nothing (test_migrate_after_shutdown).
+ */
+static void test_drain_wait(void)
+{
+	u64 waited = 0, looks = 0, said = 0, first_said = 0, longest = 0;
+	unsigned int ms;
+
+	tap_eq(vmb_drain_wait_ms(0), VMB_DRAIN_FIRST_MS,
+	       "drain: the first look after %u ms", VMB_DRAIN_FIRST_MS);
+	while (waited < 600000) {
+		ms = vmb_drain_wait_ms(waited);
+		if (vmb_drain_say(waited, ms)) {
+			said++;
+			if (!first_said)
+				first_said = waited + ms;
+		}
+		if (ms > longest)
+			longest = ms;
+		waited += ms;
+		if (++looks == 7)
+			tap_eq(waited, 1280, "drain: seven looks in 1.28 s");
+	}
+	tap_ok(looks <= 610, "drain: at most one look a second (%llu in 10 min)",
+	       (unsigned long long)looks);
+	tap_eq(longest, VMB_DRAIN_MAX_MS, "drain: waits grow to %u ms",
+	       VMB_DRAIN_MAX_MS);
+	tap_ok(first_said >= VMB_DRAIN_SAY_FIRST_MS &&
+	       first_said < VMB_DRAIN_SAY_FIRST_MS + VMB_DRAIN_MAX_MS,
+	       "drain: says what it waits for after 10 s (%llu ms)",
+	       (unsigned long long)first_said);
+	tap_eq(said, 10, "drain: then once a minute (10 lines in 10 min)");
+}
+
 /* A page isolated while the balloon resets stays counted until it returns. */
 static void test_migrate_across_reset(void)
 {
@@ -1918,6 +1956,7 @@ int main(void)
 	test_migrate_temporary();
 	test_migrate_interleaved();
 	test_migrate_after_shutdown();
+	test_drain_wait();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);
