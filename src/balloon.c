@@ -9,6 +9,15 @@
  * host's answers means; protocol.c encodes the commands and the OS glue
  * behind os.h allocates and frees the pages. Between cycles the OS may
  * move a ballooned page with vmb_migrate().
+ *
+ * One place for each decision:
+ * - when to poll: vmb_poll_update() moves the state at the end of a cycle,
+ *   vmb_next_wakeup() turns it into the next wakeup;
+ * - when to give memory back: vmb_reclaim_decide(), from the facts the OS
+ *   reports (vmb_reclaim() then does it, vmb_oom_wait_ms() bounds the OOM
+ *   notifier's wait);
+ * - how much one deflation may cost: vmb_deflate() (VMB_MAX_REFUSED);
+ * - how unload waits for pages the OS holds away: vmb_drain_wait_ms().
  */
 #include "balloon.h"
 #include "os.h"

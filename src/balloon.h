@@ -2,7 +2,8 @@
 /*
  * The OS-independent balloon core: its state, and the calls the OS glue
  * makes into it. The policy (how much to inflate or deflate, in which page
- * size, what a refusal or a reset means) lives in balloon.c.
+ * size, what a refusal or a reset means, when to poll, when to give memory
+ * back) lives in balloon.c; its head comment says where each decision is.
  */
 #ifndef VMB_BALLOON_H
 #define VMB_BALLOON_H
