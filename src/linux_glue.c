@@ -25,10 +25,10 @@
 #include <linux/nodemask.h>
 #include <linux/notifier.h>
 #include <linux/oom.h>
-#include <linux/suspend.h>
 #include <linux/sched.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
+#include <linux/suspend.h>
 #include <linux/swap.h>
 #include <linux/timekeeping.h>
 #include <linux/vmstat.h>
@@ -79,7 +79,8 @@ MODULE_PARM_DESC(vmwballoon_oom_enable,
  * @oom_registered: @oom_nb is registered
  * @pm_nb: tells the core when hibernation prepares its image
  * @pm_registered: @pm_nb is registered
- * @hibernating: hibernation is preparing its image, or restoring it
+ * @hibernating: hibernation is under way, from PM_HIBERNATION_PREPARE to
+ *	PM_POST_HIBERNATION
  * @doorbell: the VMCI doorbell handle
  */
 struct vmw_balloon {
