@@ -107,23 +107,50 @@ static void vmb_hold(struct vmb_balloon *b, enum vmb_page_size size,
 }
 
 /*
- * The next page to unlock: a fresh one from the balloon list while there
- * is any, then, once that is exhausted, up to @*old of the pages held
- * since earlier deflations, oldest first (pages this deflation sets aside
- * join the held queue behind them, and are not tried twice).
+ * The order in which a deflation takes pages, pass by pass: the fresh
+ * ones of @first size, then those of the other, and only then the held
+ * ones, @first size first too. Pages of one size the host keeps must not
+ * stop the other size from deflating: the held queue is tried last.
+ */
+#define VMB_DEFLATE_PASSES	(2 * VMB_NR_PAGE_SIZES)
+
+static enum vmb_page_size vmb_pass_size(unsigned int pass,
+					enum vmb_page_size first)
+{
+	if (!(pass & 1))
+		return first;
+	return first == VMB_PAGE_4K ? VMB_PAGE_2M : VMB_PAGE_4K;
+}
+
+static bool vmb_pass_held(unsigned int pass)
+{
+	return pass >= VMB_NR_PAGE_SIZES;
+}
+
+/* The held pages of each size as the deflation begins: those it may try. */
+static void vmb_held_snapshot(const struct vmb_balloon *b,
+			      unsigned long old[VMB_NR_PAGE_SIZES])
+{
+	enum vmb_page_size size;
+
+	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++)
+		old[size] = b->held[size];
+}
+
+/*
+ * The next page of @size to unlock in a pass: a fresh one from the
+ * balloon list, or, in a pass over the held queue, up to @*old of the
+ * pages held since earlier deflations, oldest first (pages this deflation
+ * sets aside join the queue behind them, and are not tried twice).
  */
 static struct vmb_page *vmb_deflate_next(struct vmb_balloon *b,
-					 enum vmb_page_size size,
-					 unsigned int *old, bool *fresh_done)
+					 enum vmb_page_size size, bool held,
+					 unsigned long *old)
 {
-	struct vmb_page *page = NULL;
+	struct vmb_page *page;
 
-	if (!*fresh_done) {
-		page = vmb_os_list_pop(b, vmb_balloon_list(size));
-		if (page)
-			return page;
-		*fresh_done = true;
-	}
+	if (!held)
+		return vmb_os_list_pop(b, vmb_balloon_list(size));
 	if (!*old)
 		return NULL;
 	page = vmb_os_list_pop(b, vmb_held_list(size));
@@ -142,17 +169,19 @@ static struct vmb_page *vmb_deflate_next(struct vmb_balloon *b,
  */
 static u64 vmb_forget(struct vmb_balloon *b, u64 frames)
 {
-	enum vmb_page_size size;
+	unsigned long old[VMB_NR_PAGE_SIZES];
 	struct vmb_page *page;
+	unsigned int pass;
 	u64 freed = 0;
 
-	for (size = VMB_PAGE_4K; size < VMB_NR_PAGE_SIZES; size++) {
+	vmb_held_snapshot(b, old);
+	for (pass = 0; pass < VMB_DEFLATE_PASSES; pass++) {
+		enum vmb_page_size size = vmb_pass_size(pass, VMB_PAGE_4K);
+		bool held = vmb_pass_held(pass);
 		u64 per_page = vmb_frames_per_page(size);
-		bool fresh_done = false;
-		unsigned int old = b->held[size];
 
 		while (freed < frames &&
-		       (page = vmb_deflate_next(b, size, &old, &fresh_done))) {
+		       (page = vmb_deflate_next(b, size, held, &old[size]))) {
 			vmb_os_page_free(b, page, size);
 			vmb_stat_inc(&b->page_stats[VMB_PAGE_STAT_FREE][size]);
 			vmb_size_sub(b, per_page);
@@ -420,7 +449,9 @@ static void vmb_inflate(struct vmb_balloon *b)
  * ballooned (the host holds it; the OS keeps it marked and counted, see
  * vmb_list_ballooned()), but out of the way of the fresh pages, which
  * every deflation tries first; the held pages get their turn, oldest
- * first, once the fresh ones run out. Each page is tried once per
+ * first, once the fresh ones of both sizes run out (a host that keeps
+ * the 4 KiB pages does not stop the 2 MiB ones from deflating, nor the
+ * other way round). Each page is tried once per
  * deflation at most, and the deflation ends with the chunk that brings
  * the pages refused to VMB_MAX_REFUSED, as an inflation does: a host
  * that refuses every unlock costs at most 16 UNLOCKs in single-page mode,
@@ -434,20 +465,15 @@ static void vmb_inflate(struct vmb_balloon *b)
 static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 		       enum vmb_page_size first)
 {
+	unsigned long old[VMB_NR_PAGE_SIZES];
 	unsigned int pass, refused = 0;
 	u64 freed = 0;
 
-	for (pass = 0; pass < VMB_NR_PAGE_SIZES; pass++) {
-		/* @first, then the other */
-		enum vmb_page_size size = first;
-		unsigned int old;
-		bool fresh_done = false;
-		u64 per_page;
-
-		if (pass)
-			size = first == VMB_PAGE_4K ? VMB_PAGE_2M : VMB_PAGE_4K;
-		per_page = vmb_frames_per_page(size);
-		old = b->held[size];
+	vmb_held_snapshot(b, old);
+	for (pass = 0; pass < VMB_DEFLATE_PASSES; pass++) {
+		enum vmb_page_size size = vmb_pass_size(pass, first);
+		bool held = vmb_pass_held(pass);
+		u64 per_page = vmb_frames_per_page(size);
 
 		while (frames && !b->reset_required) {
 			u64 n_max = whole ? (frames + per_page - 1) / per_page :
@@ -460,13 +486,13 @@ static u64 vmb_deflate(struct vmb_balloon *b, u64 frames, bool whole,
 			if (n_max > b->batch_max)
 				n_max = b->batch_max;
 			for (n = 0; n < n_max; n++) {
-				b->pages[n] = vmb_deflate_next(b, size, &old,
-							       &fresh_done);
+				b->pages[n] = vmb_deflate_next(b, size, held,
+							       &old[size]);
 				if (!b->pages[n])
 					break;
 			}
 			if (!n)
-				break;	/* the lists are exhausted */
+				break;	/* this pass's list is exhausted */
 
 			overall = vmb_send_lock_op(b, size, n, false);
 			for (i = 0; i < n; i++) {

@@ -1271,6 +1271,55 @@ static void test_unlock_some_pinned(void)
 }
 
 /*
+ * Pages of one size the host keeps do not stop the other size from
+ * deflating: the held pages are tried only once the fresh pages of both
+ * sizes have run out. A balloon of 4 KiB and 2 MiB pages whose 4 KiB
+ * pages the host all keeps deflates its 2 MiB pages, cycle after cycle
+ * down to the kept pages, and memory pressure gets them too.
+ */
+static void test_unlock_held_other_size(void)
+{
+	static const char * const how[] = { "cycles", "shrinks" };
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		struct sim *s = setup(0x0e);
+		struct sim_frame *f;
+		u64 given = 0;
+		unsigned int n;
+		char what[64];
+
+		snprintf(what, sizeof(what),
+			 "every 4 KiB page pinned, 2 MiB ones not, %s", how[i]);
+		s->no_2m = true;
+		s->host.target = 1024;
+		sim_cycle(s);
+		s->no_2m = false;
+		s->host.target = 1024 + 8 * VMB_2M_FRAMES;
+		sim_cycle(s);
+		tap_eq(s->b.size, s->host.target, "%s: inflated", what);
+		for (f = s->lists[VMB_LIST_BALLOON_4K]; f; f = f->next)
+			f->pinned = true;
+		if (i == 0) {
+			s->host.target = 0;
+			sim_cycles(s, 20);
+		} else {
+			for (n = 0; n < 20; n++)
+				given += vmb_shrink(&s->b,
+						    VMB_PRESSURE_MIN_FRAMES);
+			tap_eq(given, 8 * VMB_2M_FRAMES,
+			       "%s: every 2 MiB page given back", what);
+		}
+		tap_eq(s->b.size, 1024, "%s: deflated to the pinned pages",
+		       what);
+		tap_eq(s->b.held[VMB_PAGE_4K], 1024,
+		       "%s: the pinned pages held", what);
+		check_consistent(s, what);
+		shutdown_and_check(s, what);
+	}
+}
+
+/*
  * Only a page's own status frees it: a batch failing as a whole with
  * PPN_UNLOCKED has unlocked nothing. In single-page mode the status is
  * the page's own, and PPN_UNLOCKED frees it.
@@ -1945,6 +1994,7 @@ int main(void)
 	test_unlock_one_pinned();
 	test_unlock_refused_bounded();
 	test_unlock_some_pinned();
+	test_unlock_held_other_size();
 	test_doorbell();
 	test_doorbell_during_cycle();
 	test_scribbled_entries();
