@@ -116,8 +116,8 @@ struct page *vmb_pages_4k_alloc(void);
 /**
  * vmb_pages_4k_add() - put a 4 KiB page on the list
  * @list: the list
- * @page: the page: a new one, or one back from the held queue (a page
- *	the host would not unlock, tried again and refused again)
+ * @page: the page: a new one, just locked by the host (a page the host
+ *	would not unlock goes to the held queue, never back here)
  *
  * Context: may sleep.
  */
