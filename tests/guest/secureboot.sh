@@ -263,7 +263,8 @@ out=$(guest "dkms install --force vmw_balloon/$version -k $new 2>&1")
 check_eq "new key: dkms install --force rebuilds and signs with a new key" "$?" 0
 new_signer=$(guest "openssl x509 -inform DER -in /var/lib/dkms/mok.pub -noout -serial 2>/dev/null")
 note "the enrolled key's serial: $(guest "openssl x509 -inform DER -in /root/old-mok/mok.pub -noout -serial"), the new one's: $new_signer"
-check "new key: the new key is not the enrolled one" 	guest '! cmp -s /var/lib/dkms/mok.pub /root/old-mok/mok.pub && ! mokutil --test-key /var/lib/dkms/mok.pub | grep -q "is already enrolled"'
+check "new key: the new key is not the enrolled one" \
+	guest '! cmp -s /var/lib/dkms/mok.pub /root/old-mok/mok.pub && ! mokutil --test-key /var/lib/dkms/mok.pub | grep -q "is already enrolled"'
 journal_lines=$(guest "journalctl -b -o cat -t vmw-balloon-dkms | wc -l")
 out=$(guest "rmmod vmw_balloon && modprobe vmw_balloon 2>&1")
 rc=$?
@@ -276,15 +277,11 @@ check "new key: the journal says the enrolled DKMS key is another one" \
 	grep -qF "the DKMS key the kernel holds is another one" <<<"$journal"
 check "new key: the loaded module is the kernel's own (no version)" \
 	guest 'test -d /sys/module/vmw_balloon && ! test -e /sys/module/vmw_balloon/version'
-balloon_keep 1024
-check "new key: the host holds $want frames within 120 s" wait_for 120 host_locked_is "$want"
-balloon_keep 2048
-check "new key: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
+check_balloons "new key: the kernel's own" 120
 
 # i. purge after an enrollment: the kernel's own module is back where its
 # package put it and verifies clean; the key stays enrolled (README.Debian
 # says how to delete it)
-intree=$(guest "find /lib/modules/$new/kernel /var/lib/dkms/vmw_balloon/original_module/$new -name 'vmw_balloon.ko*' 2>/dev/null" | head -n 1)
 out=$(guest "rmmod vmw_balloon; DEBIAN_FRONTEND=noninteractive apt-get purge -y vmw-balloon-dkms 2>&1")
 check_eq "purge after enrollment: apt purge exits 0" "$?" 0
 check_eq "purge after enrollment: dkms knows no vmw_balloon" "$(guest dkms status vmw_balloon)" ""

@@ -128,6 +128,17 @@ balloon_keep() {
 	"$vm" qmp "$GUEST" balloon "{\"value\": $(($1 * 1024 * 1024))}" >/dev/null
 }
 
+# check_balloons LABEL SECONDS: in a 2 GiB guest, the host holds 1 GiB
+# within SECONDS of asking the guest to keep 1 GiB, and nothing within
+# SECONDS of asking it to keep all
+check_balloons() {
+	local want=$((1024 * 1024 / 4))
+	balloon_keep 1024
+	check "$1: the host holds $want frames (1 GiB) within $2 s" wait_for "$2" host_locked_is "$want"
+	balloon_keep 2048
+	check "$1: back to 0 frames within $2 s" wait_for "$2" host_locked_is 0
+}
+
 # guest_meminfo FIELD: a /proc/meminfo value of the guest, in KiB
 guest_meminfo() {
 	guest "awk '\$1 == \"$1:\" {print \$2}' /proc/meminfo"
