@@ -144,9 +144,12 @@ static void test_capabilities(void)
     }
 }
 
+/* Wait (at most a minute) until @command's answer has @key = @want */
 static void wait_for(QTestState *qts, const char *command, const char *key,
                      const char *want)
 {
+    gint64 deadline = g_get_monotonic_time() + 60 * G_USEC_PER_SEC;
+
     for (;;) {
         QDict *rsp = qtest_qmp_assert_success_ref(qts, "{ 'execute': %s }",
                                                   command);
@@ -158,17 +161,22 @@ static void wait_for(QTestState *qts, const char *command, const char *key,
         if (done) {
             return;
         }
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
         g_usleep(10 * 1000);
     }
 }
 
-/* An idle device migrates, to a file and back, with its state */
+/*
+ * An idle device migrates, to a file and back, with its state; the load
+ * tells QMP clients the balloon it brought (BALLOON_CHANGE)
+ */
 static void test_migrate(void)
 {
     g_autofree char *dir = g_dir_make_tmp("vmware-balloon-test-XXXXXX", NULL);
     g_autofree char *file = g_build_filename(dir, "state", NULL);
     g_autofree char *uri = g_strdup_printf("file:%s", file);
     QTestState *src, *dst;
+    QDict *event, *data;
 
     g_assert(dir);
     src = qtest_init(BASE_ARGS "-device vmware-balloon,id=vmb0");
@@ -180,9 +188,17 @@ static void test_migrate(void)
     wait_for(src, "query-migrate", "status", "completed");
     qtest_quit(src);
 
-    dst = qtest_initf(BASE_ARGS "-device vmware-balloon,id=vmb0 "
-                      "-incoming %s", uri);
+    /* deferred, so that the load comes after QMP is set up */
+    dst = qtest_init(BASE_ARGS "-device vmware-balloon,id=vmb0 "
+                     "-incoming defer");
+    qtest_qmp_assert_success(dst, "{ 'execute': 'migrate-incoming', "
+                             "'arguments': { 'uri': %s } }", uri);
     wait_for(dst, "query-status", "status", "running");
+    event = qtest_qmp_event_ref(dst, "BALLOON_CHANGE");
+    g_assert_nonnull(event);
+    data = qdict_get_qdict(event, "data");
+    g_assert_cmpint(qdict_get_int(data, "actual"), ==, RAM_BYTES);
+    qobject_unref(event);
     g_assert_cmpuint(get_uint(dst, "x-target-frames"), ==,
                      (64 << 20) >> VMB_FRAME_SHIFT);
     g_assert_cmpuint(get_uint(dst, "x-locked-frames"), ==, 0);

@@ -72,6 +72,9 @@
  *                   the property is back at 0 (one shot); 0 = off.  This
  *                   puts a RESET at a fixed point of an inflation, however
  *                   fast the driver is.
+ *   x-fail-discards uint32 N: the next N releases of locked memory fail
+ *                   as if the host refused them (see the retry rule
+ *                   below); 0 = off.
  *   Priority: pending RESET, x-reset-next, x-reset-every, x-busy-next,
  *   x-busy-every, then the command itself.
  *
@@ -99,6 +102,8 @@
  *                     virtio-mem memory)
  *   x-ram-classified  RAM blocks classified as guest RAM or not: once per
  *                     block mapped, never per port call
+ *   x-discard-max-ns  the longest time one run of the bottom half that
+ *                     releases locked memory took, in ns
  *
  * Trace events (hw/i386/trace-events, "vmware_balloon_*"): every call with
  * its status and the target returned, START's grant, batches, each frame
@@ -126,13 +131,20 @@
  *     the guest's RAM less what it really handed over.  The whole 2 MiB
  *     must be such RAM for 2M entries, which must be 2 MiB aligned.  A
  *     single LOCK/UNLOCK PFN >= 2^32 is PPN_INVALID unless 64_BIT_TARGET
- *     was granted.  Batch entries with bits 5-11 set are PPN_INVALID.
+ *     was granted, and a batch page there fails the batch (FAILURE) by the
+ *     same rule.  Batch entries with bits 5-11 set are PPN_INVALID.
  *     Unlocking one 4 KiB frame of a locked 2 MiB entry, or a 2 MiB range
  *     that holds 4 KiB locks, is PPN_INVALID.
  *   - A batch page outside RAM or more than 512 entries: FAILURE, nothing
  *     done.  Per-entry statuses go into bits 0-4 of each entry.
  *   - Locked frames have their host memory discarded (unless discards are
- *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.  RAM
+ *     disabled, e.g. by VFIO); unlocked ones refault as zero pages.  The
+ *     port call only records the lock; a bottom half releases the memory
+ *     soon after, in runs of at most about a millisecond, so that a
+ *     BATCHED_2M_LOCK of 1 GiB does not hold the BQL while the host frees
+ *     it.  It releases only what is still locked when it gets to it.
+ *     RAM with host pages larger than the lock (hugetlbfs) is released a
+ *     whole host page at a time, once every 4 KiB frame of it is locked.  RAM
  *     that is a private mapping of a file (memory-backend-file,share=off)
  *     only loses QEMU's private copies of the pages (madvise DONTNEED):
  *     the file is never written or punched, and unlocked frames read as
@@ -141,8 +153,9 @@
  *     does.
  *   - START forgets every lock.  A guest reset (system_reset, and any
  *     reset but the wake-up one) forgets every lock and the grant but keeps
- *     the target; one while the guest is suspended to RAM also answers
- *     RESET until START, since the firmware may resume the guest.  Suspend
+ *     the target, and every command but START answers RESET until START:
+ *     a reset while the guest is suspended to RAM (running or stopped) may
+ *     be taken by the firmware for a wake-up that resumes the guest.  Suspend
  *     to RAM and the wake-up (system_wakeup, a reset of type
  *     RESET_TYPE_WAKEUP) keep everything: the guest kept its memory.  A
  *     suspended guest migrates as such, and its wake-up on the new host is
@@ -151,7 +164,9 @@
  *     logged as a guest error (-d guest_errors), host memory it fails to
  *     release as a warning; both at most 10 messages a minute, so that a
  *     guest cannot flood the host's log.  A RAM block whose memory cannot
- *     be released once is not tried again.
+ *     be released is tried again after a pause (1 s, doubling with each
+ *     failure in a row) and given up after 8 failures in a row; frames
+ *     locked during a pause keep their memory.
  *
  * Migration (and savevm/loadvm): the protocol state moves whole: the grant,
  * a pending RESET, the target, the guest's last limit, GUEST_ID and doorbell
@@ -179,7 +194,10 @@
  * x-discarded-frames, ...) and the fault injection settings are the
  * host's and start afresh; capabilities and x-legacy come from the new
  * device's own properties: if it would not grant what the guest holds, it
- * answers RESET and the guest starts over.
+ * answers RESET and the guest starts over.  A load ends with a
+ * BALLOON_CHANGE event, so that QMP clients learn the loaded balloon.
+ * Checking the locks costs a binary search in a map of guest RAM built
+ * once per load, not a memory map lookup per run of locked frames.
  *
  * While an incoming postcopy migration or a background snapshot runs, a
  * LOCK only records the lock and releases no memory (as virtio-balloon
@@ -194,6 +212,7 @@
 #include "qemu/error-report.h"
 #include "qemu/log.h"
 #include "qemu/madvise.h"
+#include "qemu/main-loop.h"
 #include "qemu/rcu.h"
 #include "qapi/error.h"
 #include "qapi/qapi-events-machine.h"
@@ -312,6 +331,23 @@ static uint64_t vmb_frames_count(VMBFrameSet *set, uint64_t frame,
     return count;
 }
 
+/* The same for any range: it may span several chunks. */
+static uint64_t vmb_frames_count_range(VMBFrameSet *set, uint64_t frame,
+                                       uint64_t n)
+{
+    uint64_t end = frame + n;
+    uint64_t count = 0;
+
+    while (frame < end) {
+        uint64_t chunk_end = (frame | (VMB_CHUNK_FRAMES - 1)) + 1;
+        unsigned long len = MIN(end, chunk_end) - frame;
+
+        count += vmb_frames_count(set, frame, len);
+        frame += len;
+    }
+    return count;
+}
+
 static void vmb_frames_set(VMBFrameSet *set, uint64_t frame, unsigned long n)
 {
     bitmap_set(vmb_frames_chunk(set, frame, true),
@@ -340,6 +376,33 @@ typedef struct VMBRamBlock {
     uint64_t dimm_bytes;
     unsigned int sections;
 } VMBRamBlock;
+
+/* A range of guest frames */
+typedef struct VMBFrameRange {
+    uint64_t frame;
+    uint64_t nframes;
+} VMBFrameRange;
+
+/*
+ * A RAM block whose memory could not be released: it is tried again after
+ * a pause that doubles with each failure, and given up after
+ * VMB_DISCARD_MAX_FAILURES failures in a row.
+ */
+typedef struct VMBDiscardFailure {
+    unsigned int failures;
+    int64_t retry_at_ms;        /* QEMU_CLOCK_REALTIME; INT64_MAX: given up */
+} VMBDiscardFailure;
+
+#define VMB_DISCARD_RETRY_MS        1000
+#define VMB_DISCARD_MAX_FAILURES    8
+
+/*
+ * Locked memory is released by a bottom half, not by the port call that
+ * locked it, and each run of the bottom half stops after this much time
+ * (and goes on in the next main loop iteration): a BATCHED_2M_LOCK names
+ * up to 1 GiB, which the host may take tens of milliseconds to release.
+ */
+#define VMB_DISCARD_SLICE_NS        (1 * SCALE_MS)
 
 /* A range of guest RAM unmapped during a memory topology update */
 typedef struct VMBRamRange {
@@ -400,7 +463,15 @@ struct VMBalloonState {
     int64_t log_window_start;   /* QEMU_CLOCK_REALTIME, ms */
     unsigned int log_in_window;
     uint64_t log_suppressed;
-    GHashTable *no_discard;     /* idstr of RAM blocks discards fail on */
+
+    /* releasing locked memory, see vmb_discard_bh() */
+    GArray *discards;           /* VMBFrameRange: locked, to be released */
+    guint discards_next;        /* the first of them not done yet */
+    QEMUBH *discard_bh;
+    uint64_t discard_max_ns;    /* x-discard-max-ns: longest run */
+    GHashTable *no_discard;     /* idstr -> VMBDiscardFailure */
+    uint32_t fail_discards;     /* x-fail-discards */
+    uint64_t reset_locked_before;   /* locked_frames before a reset */
 
     /* the RAM blocks mapped into guest memory, see vmb_ram_region_add() */
     MemoryListener ram_listener;
@@ -512,6 +583,9 @@ static void vmb_forget_locks(VMBalloonState *s)
     vmb_frames_clear_all(&s->heads);
     s->locked_frames = 0;
     s->locked_2m = 0;
+    /* nothing is locked: nothing is left to release */
+    g_array_set_size(s->discards, 0);
+    s->discards_next = 0;
 }
 
 static void vmb_set_granted(VMBalloonState *s, uint32_t granted)
@@ -661,34 +735,99 @@ static bool vmb_find_ram(VMBalloonState *s, uint64_t frame, uint64_t nframes,
     return true;
 }
 
-/* Give the host memory behind a newly locked range back to the host. */
+/*
+ * May locked memory be released now?  Not while discards are disabled
+ * (e.g. by VFIO), and not while an incoming postcopy migration or a
+ * background snapshot runs: the first fills guest RAM from the source as
+ * it is touched, the second write-protects it to save each page before it
+ * changes, and neither can cope with memory that vanishes under it.
+ * Meanwhile a LOCK only records the lock, as virtio-balloon does; the
+ * memory stays backed.
+ */
+static bool vmb_discard_allowed(uint64_t len)
+{
+    if (ram_block_discard_is_disabled()) {
+        trace_vmware_balloon_discard_skipped("discards disabled", len);
+        return false;
+    }
+    if (migration_in_incoming_postcopy()) {
+        trace_vmware_balloon_discard_skipped("incoming postcopy", len);
+        return false;
+    }
+    if (migration_in_bg_snapshot()) {
+        trace_vmware_balloon_discard_skipped("background snapshot", len);
+        return false;
+    }
+    return true;
+}
+
+/*
+ * May the memory of @rb be released, after earlier failures?  A block
+ * that failed is tried again once its pause is over (VMB_DISCARD_RETRY_MS,
+ * doubling with each failure in a row), and given up after
+ * VMB_DISCARD_MAX_FAILURES of them, so that a guest cannot make the host
+ * try (and log) a failing release on every lock.
+ */
+static bool vmb_discard_retry_ok(VMBalloonState *s, RAMBlock *rb,
+                                 uint64_t len)
+{
+    VMBDiscardFailure *f = g_hash_table_lookup(s->no_discard,
+                                               qemu_ram_get_idstr(rb));
+
+    if (f && qemu_clock_get_ms(QEMU_CLOCK_REALTIME) < f->retry_at_ms) {
+        trace_vmware_balloon_discard_skipped("failed before", len);
+        return false;
+    }
+    return true;
+}
+
+static void vmb_discard_result(VMBalloonState *s, RAMBlock *rb, int ret)
+{
+    const char *id = qemu_ram_get_idstr(rb);
+    VMBDiscardFailure *f;
+    int64_t pause;
+
+    if (ret == 0) {
+        g_hash_table_remove(s->no_discard, id);
+        return;
+    }
+    f = g_hash_table_lookup(s->no_discard, id);
+    if (!f) {
+        f = g_new0(VMBDiscardFailure, 1);
+        g_hash_table_insert(s->no_discard, g_strdup(id), f);
+    }
+    f->failures++;
+    if (f->failures >= VMB_DISCARD_MAX_FAILURES) {
+        f->retry_at_ms = INT64_MAX;
+        vmb_log(s, false, "cannot release the host memory of %s (%u "
+                "failures in a row); locked frames there keep their memory "
+                "from now on", id, f->failures);
+        return;
+    }
+    pause = (int64_t)VMB_DISCARD_RETRY_MS << (f->failures - 1);
+    f->retry_at_ms = qemu_clock_get_ms(QEMU_CLOCK_REALTIME) + pause;
+    vmb_log(s, false, "cannot release the host memory of %s; trying again "
+            "in %" PRId64 " ms", id, pause);
+}
+
+/*
+ * Give the host memory behind a locked range back to the host: @sec is
+ * [frame, frame + nframes) of guest RAM.  When the RAM's host pages are
+ * larger than the range (hugetlbfs), the host page is released once every
+ * frame of it is locked, and not before.
+ */
 static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
-                        uint64_t nframes)
+                        uint64_t frame, uint64_t nframes)
 {
     uint64_t len = nframes << VMB_FRAME_SHIFT;
+    MemoryRegionSection page_sec;
     ram_addr_t rb_offset;
     RAMBlock *rb;
     size_t pagesize;
     void *host;
     int ret;
 
-    if (ram_block_discard_is_disabled()) {
-        trace_vmware_balloon_discard_skipped("discards disabled", len);
-        return;
-    }
-    /*
-     * An incoming postcopy migration fills guest RAM from the source as
-     * it is touched, and a background snapshot write-protects it to save
-     * each page before it changes: neither can cope with memory that
-     * vanishes under it.  Meanwhile a LOCK only records the lock, as
-     * virtio-balloon does; the memory stays backed.
-     */
-    if (migration_in_incoming_postcopy()) {
-        trace_vmware_balloon_discard_skipped("incoming postcopy", len);
-        return;
-    }
-    if (migration_in_bg_snapshot()) {
-        trace_vmware_balloon_discard_skipped("background snapshot", len);
+    if (!vmb_discard_allowed(len)) {
         return;
     }
 
@@ -700,20 +839,42 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
         return;
     }
     pagesize = qemu_ram_pagesize(rb);
-    if (len < pagesize || rb_offset % pagesize || len % pagesize) {
+    if (len < pagesize) {
+        uint64_t page_frames = pagesize >> VMB_FRAME_SHIFT;
+        uint64_t first = frame - ((rb_offset % pagesize) >> VMB_FRAME_SHIFT);
+
+        if (vmb_frames_count_range(&s->locked, first, page_frames) <
+            page_frames) {
+            trace_vmware_balloon_discard_skipped("host page partly locked",
+                                                 len);
+            return;
+        }
+        /* the whole host page, which must be guest RAM of the same block */
+        if (!vmb_find_ram(s, first, page_frames, &page_sec)) {
+            trace_vmware_balloon_discard_skipped("host page not guest RAM",
+                                                 len);
+            return;
+        }
+        memory_region_unref(page_sec.mr);
+        host = (uint8_t *)host - (rb_offset % pagesize);
+        rb_offset -= rb_offset % pagesize;
+        len = pagesize;
+        nframes = page_frames;
+    }
+    if (rb_offset % pagesize || len % pagesize) {
         warn_report_once("vmware-balloon: guest RAM uses %zu-byte host pages;"
-                         " locked 4 KiB frames are not released", pagesize);
+                         " a locked range that does not fit them is not "
+                         "released", pagesize);
         return;
     }
-    /*
-     * A block that failed once is not tried again: the failure (reported
-     * by ram_block_discard_range on every call) would come back on every
-     * lock, and a guest could fill the host's log with it.
-     */
-    if (g_hash_table_contains(s->no_discard, qemu_ram_get_idstr(rb))) {
+    if (!vmb_discard_retry_ok(s, rb, len)) {
         return;
     }
-    if (memory_region_get_fd(sec->mr) >= 0 && !qemu_ram_is_shared(rb)) {
+    if (s->fail_discards) {
+        s->fail_discards--;
+        ret = -EIO;
+    } else if (memory_region_get_fd(sec->mr) >= 0 &&
+               !qemu_ram_is_shared(rb)) {
         /*
          * A private mapping of a file (memory-backend-file,share=off):
          * ram_block_discard_range would punch a hole in the file itself,
@@ -727,12 +888,64 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
     trace_vmware_balloon_discard(qemu_ram_get_idstr(rb), rb_offset, len, ret);
     if (ret == 0) {
         s->discarded_frames += nframes;
-    } else {
-        g_hash_table_add(s->no_discard, g_strdup(qemu_ram_get_idstr(rb)));
-        vmb_log(s, false, "cannot release the host memory of %s; locked "
-                "frames there keep their memory from now on",
-                qemu_ram_get_idstr(rb));
     }
+    vmb_discard_result(s, rb, ret);
+}
+
+/*
+ * Release the memory of the ranges locked since the last run, oldest
+ * first, for at most VMB_DISCARD_SLICE_NS (and one range more); the rest
+ * waits for the next run, in the next main loop iteration, so that the BQL
+ * is never held for long.  A range is released only if it is still
+ * locked: an UNLOCK, START, guest reset or unplug in between (all of them
+ * under the BQL, as this is) took it back, and the guest may already use
+ * it again.  Nothing of this travels with a migration: the destination
+ * releases nothing it loads, see "Migration" at the top.
+ */
+static void vmb_discard_bh(void *opaque)
+{
+    VMBalloonState *s = opaque;
+    int64_t start = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    int64_t spent = 0;
+    guint done = 0;
+
+    while (s->discards_next < s->discards->len && spent <
+           VMB_DISCARD_SLICE_NS) {
+        VMBFrameRange r = g_array_index(s->discards, VMBFrameRange,
+                                        s->discards_next);
+        MemoryRegionSection sec;
+
+        s->discards_next++;
+        done++;
+        if (vmb_frames_count(&s->locked, r.frame, r.nframes) == r.nframes &&
+            vmb_find_ram(s, r.frame, r.nframes, &sec)) {
+            vmb_discard(s, &sec, r.frame, r.nframes);
+            memory_region_unref(sec.mr);
+        }
+        spent = qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - start;
+    }
+    if (s->discards_next < s->discards->len) {
+        qemu_bh_schedule(s->discard_bh);
+    } else {
+        g_array_set_size(s->discards, 0);
+        s->discards_next = 0;
+    }
+    s->discard_max_ns = MAX(s->discard_max_ns, spent);
+    trace_vmware_balloon_discard_run(done, s->discards->len -
+                                     s->discards_next, spent);
+}
+
+/* A newly locked range: release its memory soon, see vmb_discard_bh(). */
+static void vmb_queue_discard(VMBalloonState *s, uint64_t frame,
+                              uint64_t nframes)
+{
+    VMBFrameRange r = { .frame = frame, .nframes = nframes };
+
+    if (!vmb_discard_allowed(nframes << VMB_FRAME_SHIFT)) {
+        return;
+    }
+    g_array_append_val(s->discards, r);
+    qemu_bh_schedule(s->discard_bh);
 }
 
 /*
@@ -769,7 +982,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
                 vmb_frames_set(&s->heads, frame, 1);
                 s->locked_2m++;
             }
-            vmb_discard(s, &sec, nframes);
+            vmb_queue_discard(s, frame, nframes);
             if (s->reset_at_locked &&
                 s->locked_frames >= s->reset_at_locked) {
                 s->restart_due = true;
@@ -813,6 +1026,15 @@ static uint32_t vmb_restart_at_locked(VMBalloonState *s)
     return vmb_host_restart(s);
 }
 
+/*
+ * A PFN the guest passes in a register (single LOCK/UNLOCK, the batch
+ * page) needs 64_BIT_TARGET if it does not fit 32 bits.
+ */
+static bool vmb_pfn_fits(VMBalloonState *s, uint64_t pfn)
+{
+    return !(pfn >> 32) || (s->granted & VMB_CAP_64BIT_TARGET);
+}
+
 static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
 {
     uint32_t status;
@@ -820,7 +1042,7 @@ static uint32_t vmb_cmd_single(VMBalloonState *s, VMBCall *c, bool lock)
     if (!(s->granted & VMB_CAP_BASIC)) {
         return VMB_ERROR_CMD_INVALID;
     }
-    if ((c->arg1 >> 32) && !(s->granted & VMB_CAP_64BIT_TARGET)) {
+    if (!vmb_pfn_fits(s, c->arg1)) {
         vmb_log(s, true, "%s of PFN 0x%" PRIx64 " >= 2^32 without "
                 "64_BIT_TARGET", lock ? "LOCK" : "UNLOCK", c->arg1);
         return VMB_ERROR_PPN_INVALID;
@@ -855,6 +1077,11 @@ static uint32_t vmb_cmd_batch(VMBalloonState *s, VMBCall *c, bool lock,
     if (count > VMB_BATCH_MAX_ENTRIES) {
         vmb_log(s, true, "%s of %" PRIu64 " entries (at most %d)", name,
                 count, VMB_BATCH_MAX_ENTRIES);
+        return VMB_FAILURE;
+    }
+    if (!vmb_pfn_fits(s, c->arg1)) {
+        vmb_log(s, true, "%s: the batch page, PFN 0x%" PRIx64 ", is >= 2^32 "
+                "without 64_BIT_TARGET", name, c->arg1);
         return VMB_FAILURE;
     }
     if (!vmb_find_ram(s, c->arg1, 1, &page)) {
@@ -1181,7 +1408,8 @@ static void vmb_instance_init(Object *obj)
     vmb_frames_init(&s->locked);
     vmb_frames_init(&s->heads);
     s->no_discard = g_hash_table_new_full(g_str_hash, g_str_equal, g_free,
-                                          NULL);
+                                          g_free);
+    s->discards = g_array_new(false, false, sizeof(VMBFrameRange));
     s->ram_blocks = g_hash_table_new_full(g_direct_hash, g_direct_equal,
                                           NULL, g_free);
     s->ram_gone = g_array_new(false, false, sizeof(VMBRamRange));
@@ -1204,6 +1432,8 @@ static void vmb_instance_init(Object *obj)
     object_property_add_uint32_ptr(obj, "x-fail-start", &s->fail_start, rw);
     object_property_add_uint64_ptr(obj, "x-reset-at-locked",
                                    &s->reset_at_locked, rw);
+    object_property_add_uint32_ptr(obj, "x-fail-discards", &s->fail_discards,
+                                   rw);
 
     object_property_add_uint64_ptr(obj, "x-locked-frames", &s->locked_frames,
                                    ro);
@@ -1227,6 +1457,8 @@ static void vmb_instance_init(Object *obj)
                         NULL, NULL, NULL);
     object_property_add_uint64_ptr(obj, "x-ram-classified",
                                    &s->ram_classified, ro);
+    object_property_add_uint64_ptr(obj, "x-discard-max-ns",
+                                   &s->discard_max_ns, ro);
 
     for (i = 0; i < VMB_CMD_NUM; i++) {
         g_autofree char *calls = NULL;
@@ -1249,6 +1481,7 @@ static void vmb_instance_finalize(Object *obj)
     vmb_frames_destroy(&s->locked);
     vmb_frames_destroy(&s->heads);
     g_hash_table_destroy(s->no_discard);
+    g_array_free(s->discards, true);
     g_hash_table_destroy(s->ram_blocks);
     g_array_free(s->ram_gone, true);
     vmb_stream_free(s);
@@ -1379,6 +1612,8 @@ static void vmb_realize(DeviceState *dev, Error **errp)
         return;
     }
     s->handler_registered = true;
+    s->discard_bh = qemu_bh_new_guarded(vmb_discard_bh, s,
+                                        &DEVICE(s)->mem_reentrancy_guard);
 
     s->ram_listener = (MemoryListener) {
         .name = TYPE_VMWARE_BALLOON,
@@ -1404,6 +1639,7 @@ static void vmb_unrealize(DeviceState *dev)
         memory_listener_unregister(&s->ram_listener);
         g_hash_table_remove_all(s->ram_blocks);
     }
+    g_clear_pointer(&s->discard_bh, qemu_bh_delete);
     vmb_forget_locks(s);
 }
 
@@ -1412,32 +1648,37 @@ static void vmb_unrealize(DeviceState *dev)
  * wake-up from suspend to RAM resets the machine's devices too
  * (RESET_TYPE_WAKEUP), but the guest kept its RAM and its driver its
  * balloon: that reset changes nothing.  Every other kind (a cold reset,
- * the reset before loadvm) forgets every lock.  All of it is the device's
- * own state, so it happens in the enter phase.
+ * the reset before loadvm) forgets every lock, and every command but START
+ * answers RESET until the guest sends START.  A guest that boots afresh
+ * sends START first anyway; but a reset need not be a reboot: while the
+ * guest sleeps in S3 (whether the VM runs or was stopped since) SeaBIOS
+ * takes it for the wake-up and resumes the guest, whose driver still
+ * counts its balloon and must be told that the host forgot it.  The
+ * device's state changes in the enter phase; BALLOON_CHANGE, which
+ * leaves QEMU, goes out in the exit phase.
  */
 static void vmb_reset_enter(Object *obj, ResetType type)
 {
     VMBalloonState *s = VMWARE_BALLOON(obj);
-    uint64_t locked_before = s->locked_frames;
 
+    s->reset_locked_before = s->locked_frames;
     trace_vmware_balloon_reset(type, type == RESET_TYPE_WAKEUP ? 0 :
                                s->locked_frames);
     if (type == RESET_TYPE_WAKEUP) {
         return;
     }
     vmb_forget_locks(s);
-    vmb_locked_changed(s, locked_before);
     vmb_set_granted(s, 0);
-    /*
-     * A reset while the guest sleeps in S3 need not be a reboot: SeaBIOS
-     * takes it for the wake-up and resumes the guest, whose driver still
-     * counts its balloon.  Tell it that the host forgot everything (RESET
-     * until START, as from a restarted host); a guest that boots afresh
-     * sends START first anyway.
-     */
-    s->reset_pending = runstate_check(RUN_STATE_SUSPENDED);
+    s->reset_pending = true;
     s->last_limit = 0;
     s->doorbell_cid = s->doorbell_rid = UINT32_MAX;
+}
+
+static void vmb_reset_exit(Object *obj, ResetType type)
+{
+    VMBalloonState *s = VMWARE_BALLOON(obj);
+
+    vmb_locked_changed(s, s->reset_locked_before);
 }
 
 /*
@@ -1586,25 +1827,92 @@ static bool vmb_stream_sizes_ok(void *opaque, int version_id)
 }
 
 /*
- * Is every frame of [frame, frame + n) ordinary guest RAM?  (A run may
- * span two adjacent RAM regions, so a failure is checked frame by frame.)
+ * The guest RAM map for checking a loaded stream: the ranges of frames
+ * that are ordinary guest RAM (as vmb_find_ram decides it for a port call),
+ * in address order, one per range of the flat view.  Built once per load,
+ * so that checking a lock costs a binary search, not a lookup in the
+ * memory map: a fragmented 4 KiB balloon has millions of runs of locks.
  */
-static bool vmb_ram_run_ok(VMBalloonState *s, uint64_t frame, uint64_t n)
-{
-    MemoryRegionSection sec;
-    uint64_t i;
+typedef struct VMBRamMap {
+    VMBalloonState *s;
+    GArray *ranges;             /* VMBFrameRange */
+} VMBRamMap;
 
-    if (vmb_find_ram(s, frame, n, &sec)) {
-        memory_region_unref(sec.mr);
-        return true;
+static bool vmb_ram_map_add(Int128 start, Int128 len, const MemoryRegion *mr,
+                            hwaddr offset_in_region, void *opaque)
+{
+    VMBRamMap *map = opaque;
+    MemoryRegion *m = (MemoryRegion *)mr;
+    uint64_t first, end;
+
+    if (!memory_region_is_ram(m) || memory_region_is_ram_device(m) ||
+        memory_region_is_rom(m) || memory_region_is_romd(m) ||
+        m->readonly || !m->ram_block || !vmb_is_guest_ram(map->s, m)) {
+        return false;
     }
-    for (i = 0; i < n; i++) {
-        if (!vmb_find_ram(s, frame + i, 1, &sec)) {
+    first = ROUND_UP(int128_get64(start), VMB_FRAME_SIZE) >> VMB_FRAME_SHIFT;
+    end = int128_get64(int128_add(start, len)) >> VMB_FRAME_SHIFT;
+    if (end > first) {
+        VMBFrameRange r = { .frame = first, .nframes = end - first };
+
+        g_array_append_val(map->ranges, r);
+    }
+    return false;
+}
+
+static GArray *vmb_ram_map_new(VMBalloonState *s)
+{
+    VMBRamMap map = {
+        .s = s,
+        .ranges = g_array_new(false, false, sizeof(VMBFrameRange)),
+    };
+
+    RCU_READ_LOCK_GUARD();
+    flatview_for_each_range(address_space_to_flatview(&address_space_memory),
+                            vmb_ram_map_add, &map);
+    return map.ranges;
+}
+
+/*
+ * Is [frame, frame + n) ordinary guest RAM in @ranges?  With @one_range
+ * it must lie in a single range (a 2 MiB entry, as a port call requires
+ * it); otherwise it may run on into adjacent ranges.
+ */
+static bool vmb_ram_map_has(GArray *ranges, uint64_t frame, uint64_t n,
+                            bool one_range)
+{
+    guint lo = 0, hi = ranges->len;
+    uint64_t end = frame + n;
+
+    if (n == 0 || end < frame) {
+        return false;
+    }
+    /* the last range that starts at or before frame */
+    while (hi - lo > 1) {
+        guint mid = lo + (hi - lo) / 2;
+
+        if (g_array_index(ranges, VMBFrameRange, mid).frame <= frame) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    for (; lo < ranges->len; lo++) {
+        VMBFrameRange *r = &g_array_index(ranges, VMBFrameRange, lo);
+        uint64_t r_end = r->frame + r->nframes;
+
+        if (frame < r->frame || frame >= r_end) {
             return false;
         }
-        memory_region_unref(sec.mr);
+        if (end <= r_end) {
+            return true;
+        }
+        if (one_range) {
+            return false;
+        }
+        frame = r_end;
     }
-    return true;
+    return false;
 }
 
 /*
@@ -1619,6 +1927,7 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
 {
     uint64_t want = s->locked_frames;
     g_autofree unsigned long *bits = bitmap_new(VMB_BLOCK_FRAMES);
+    g_autoptr(GArray) ram = NULL;
     uint32_t i;
 
     vmb_forget_locks(s);
@@ -1643,21 +1952,21 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
         return false;
     }
 
+    ram = vmb_ram_map_new(s);
+
     for (i = 0; i < s->mig_nheads; i++) {
         uint64_t head = s->mig_heads[i];
-        MemoryRegionSection sec;
 
         if (head % VMB_2M_FRAMES || (i && head <= s->mig_heads[i - 1])) {
             error_setg(errp, "2 MiB entry at frame 0x%" PRIx64 " is not "
                        "2 MiB aligned or out of order", head);
             return false;
         }
-        if (!vmb_find_ram(s, head, VMB_2M_FRAMES, &sec)) {
+        if (!vmb_ram_map_has(ram, head, VMB_2M_FRAMES, true)) {
             error_setg(errp, "2 MiB entry at frame 0x%" PRIx64 " is not "
                        "ordinary guest RAM", head);
             return false;
         }
-        memory_region_unref(sec.mr);
         vmb_frames_set(&s->locked, head, VMB_2M_FRAMES);
         vmb_frames_set(&s->heads, head, 1);
         s->locked_frames += VMB_2M_FRAMES;
@@ -1690,7 +1999,7 @@ static bool vmb_load_locks(VMBalloonState *s, Error **errp)
                            "locked 2 MiB entry", base + first);
                 return false;
             }
-            if (!vmb_ram_run_ok(s, base + first, end - first)) {
+            if (!vmb_ram_map_has(ram, base + first, end - first, false)) {
                 error_setg(errp, "4 KiB frames at 0x%" PRIx64 " are not all "
                            "ordinary guest RAM", base + first);
                 return false;
@@ -1713,6 +2022,7 @@ static int vmb_post_load(void *opaque, int version_id)
     VMBalloonState *s = opaque;
     uint32_t grantable = s->legacy ? VMB_CAP_BASIC
                                    : s->capabilities & VMB_CAPS_ALL;
+    int64_t start = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
     Error *err = NULL;
     bool ok = vmb_load_locks(s, &err);
 
@@ -1725,8 +2035,8 @@ static int vmb_post_load(void *opaque, int version_id)
         error_reportf_err(err, "vmware-balloon: bad migration stream: ");
         return -EINVAL;
     }
-    trace_vmware_balloon_load(s->locked_frames, s->locked_2m,
-                              s->granted);
+    trace_vmware_balloon_load(s->locked_frames, s->locked_2m, s->granted,
+                              qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - start);
     vmb_set_granted(s, s->granted);
 
     /*
@@ -1738,8 +2048,9 @@ static int vmb_post_load(void *opaque, int version_id)
                     "device grants at most 0x%x: it has to start over",
                     s->granted, grantable);
         vmb_host_restart(s);
-        return 0;
     }
+    /* QMP clients learn the balloon of the loaded guest, as after a LOCK */
+    qapi_event_send_balloon_change(vmb_actual(s));
     return 0;
 }
 
@@ -1793,6 +2104,7 @@ static void vmb_class_init(ObjectClass *klass, void *data)
     dc->realize = vmb_realize;
     dc->unrealize = vmb_unrealize;
     rc->phases.enter = vmb_reset_enter;
+    rc->phases.exit = vmb_reset_exit;
     dc->vmsd = &vmb_vmstate;
     dc->desc = "VMware memory balloon (hypervisor side, port 0x5670)";
     set_bit(DEVICE_CATEGORY_MISC, dc->categories);
