@@ -34,6 +34,17 @@
  *       "pattern intact in K of N pages" before unlocking.
  *       For watching that memory fall, and for keeping frames locked
  *       across a migration.
+ *       With --sparse, lock only every other page of the 2 * MIB MiB it
+ *       touches: a fragmented balloon, MIB MiB in runs of one frame.
+ *   hostcheck --lock-2m N
+ *       START, lock up to N 2 MiB pages of its own (as many as the guest
+ *       gives it) in one BATCHED_2M_LOCK, timed: prints "hostcheck:
+ *       BATCHED_2M_LOCK of K entries: status S, L locked, T ns"; then
+ *       waits a second, unlocks them and says goodbye with START(0).
+ *   hostcheck --lock-range PFN N
+ *       START, then lock frames [PFN, PFN + N) with BATCHED_LOCK (frames
+ *       the guest does not use, such as an offline DIMM's); prints
+ *       "hostcheck: locked L of N frames at PFN"; no unlock, no goodbye.
  *   hostcheck --lock-singly N
  *       START, then lock N of this process's own pages one single LOCK at
  *       a time.  At the first status that is not SUCCESS, print
@@ -759,13 +770,15 @@ static size_t reuse_pattern(char *mem, size_t n, bool write)
 	return intact;
 }
 
-static int hold(long mib, long seconds, bool lock_on_signal, bool reuse)
+static int hold(long mib, long seconds, bool lock_on_signal, bool reuse,
+		bool sparse)
 {
 	struct sigaction sa = { .sa_handler = release_hold };
 	struct sigaction go = { .sa_handler = allow_lock };
 	sigset_t usr2, old;
 	size_t n = (size_t)mib * 256, done = 0, locked = 0, unlocked = 0, i;
-	char *mem = own_pages(n);
+	size_t stride = sparse ? 2 : 1;
+	char *mem = own_pages(n * stride);
 	uint64_t *batch = own_pages(1);
 	uint64_t batch_pfn = pfn_of(batch), buf;
 	uint32_t g, st;
@@ -792,7 +805,7 @@ static int hold(long mib, long seconds, bool lock_on_signal, bool reuse)
 		size_t k = n - done < 512 ? n - done : 512;
 
 		for (i = 0; i < k; i++)
-			batch[i] = pfn_of(mem + (done + i) * PAGE) << 12;
+			batch[i] = pfn_of(mem + (done + i) * stride * PAGE) << 12;
 		st = cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, k, NULL, NULL);
 		for (i = 0; st == VMB_SUCCESS && i < k; i++)
 			locked += entry_status(batch[i]) == VMB_SUCCESS;
@@ -800,7 +813,7 @@ static int hold(long mib, long seconds, bool lock_on_signal, bool reuse)
 	}
 	printf("hostcheck: locked %zu of %zu pages (%zu MiB)\n", locked, n,
 	       locked / 256);
-	if (reuse) {
+	if (reuse && !sparse) {
 		reuse_pattern(mem, n, true);
 		printf("hostcheck: reused %zu pages the host counts as locked\n", n);
 	}
@@ -816,14 +829,14 @@ static int hold(long mib, long seconds, bool lock_on_signal, bool reuse)
 		while (!hold_released && read(0, &buf, sizeof(buf)) > 0)
 			;
 	}
-	if (reuse)
+	if (reuse && !sparse)
 		printf("hostcheck: pattern intact in %zu of %zu pages\n",
 		       reuse_pattern(mem, n, false), n);
 	for (done = 0; done < n;) {
 		size_t k = n - done < 512 ? n - done : 512;
 
 		for (i = 0; i < k; i++)
-			batch[i] = pfn_of(mem + (done + i) * PAGE) << 12;
+			batch[i] = pfn_of(mem + (done + i) * stride * PAGE) << 12;
 		st = cmd(VMB_CMD_BATCHED_UNLOCK, batch_pfn, k, NULL, NULL);
 		for (i = 0; st == VMB_SUCCESS && i < k; i++)
 			unlocked += entry_status(batch[i]) == VMB_SUCCESS;
@@ -832,6 +845,63 @@ static int hold(long mib, long seconds, bool lock_on_signal, bool reuse)
 	printf("hostcheck: unlocked %zu of %zu pages\n", unlocked, n);
 	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
 	printf("hostcheck: unlocked, said goodbye\n");
+	return 0;
+}
+
+static uint64_t now_ns(void);
+
+static int lock_2m(long n)
+{
+	uint64_t *batch = own_pages(1), batch_pfn = pfn_of(batch), pfn, t;
+	long k = 0, tries, locked = 0, i;
+	uint32_t st;
+
+	if (n < 1 || n > 512 || !batch_pfn ||
+	    (start(VMB_CAPS_ALL) & (VMB_CAP_BATCHED | VMB_CAP_BATCHED_2M)) !=
+		    (VMB_CAP_BATCHED | VMB_CAP_BATCHED_2M)) {
+		fprintf(stderr, "hostcheck: N not 1..512, no PFN or BATCHED_2M not granted\n");
+		return 1;
+	}
+	for (tries = 0; k < n && tries < 2 * n; tries++)
+		if (own_huge_page(&pfn))
+			batch[k++] = pfn << 12;
+	t = now_ns();
+	st = cmd(VMB_CMD_BATCHED_2M_LOCK, batch_pfn, k, NULL, NULL);
+	t = now_ns() - t;
+	for (i = 0; st == VMB_SUCCESS && i < k; i++)
+		locked += entry_status(batch[i]) == VMB_SUCCESS;
+	printf("hostcheck: BATCHED_2M_LOCK of %ld entries: status %#x, %ld locked, %" PRIu64 " ns\n",
+	       k, st, locked, t);
+	fflush(stdout);
+	sleep(1);
+	for (i = 0; i < k; i++)
+		batch[i] &= ~0xfffULL;
+	cmd(VMB_CMD_BATCHED_2M_UNLOCK, batch_pfn, k, NULL, NULL);
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
+	return 0;
+}
+
+static int lock_range(uint64_t first, long n)
+{
+	uint64_t *batch = own_pages(1), batch_pfn = pfn_of(batch);
+	long done = 0, locked = 0, k, i;
+	uint32_t st;
+
+	if (n < 1 || !batch_pfn || !(start(VMB_CAPS_ALL) & VMB_CAP_BATCHED)) {
+		fprintf(stderr, "hostcheck: N < 1, no PFN or BATCHED not granted\n");
+		return 1;
+	}
+	while (done < n) {
+		k = n - done < 512 ? n - done : 512;
+		for (i = 0; i < k; i++)
+			batch[i] = (first + done + i) << 12;
+		st = cmd(VMB_CMD_BATCHED_LOCK, batch_pfn, k, NULL, NULL);
+		for (i = 0; st == VMB_SUCCESS && i < k; i++)
+			locked += entry_status(batch[i]) == VMB_SUCCESS;
+		done += k;
+	}
+	printf("hostcheck: locked %ld of %ld frames at %#" PRIx64 "\n", locked,
+	       n, first);
 	return 0;
 }
 
@@ -1198,7 +1268,9 @@ static void usage(void)
 		"[--target FRAMES]\n"
 		"       hostcheck --call CMD ARG1 ARG2\n"
 		"       hostcheck --fuzz N [--seed S] [--no-bye]\n"
-		"       hostcheck --hold MIB [--seconds S] [--lock-on-signal] [--reuse]\n"
+		"       hostcheck --hold MIB [--seconds S] [--lock-on-signal] [--reuse] [--sparse]\n"
+		"       hostcheck --lock-2m N\n"
+		"       hostcheck --lock-range PFN N\n"
 		"       hostcheck --lock-singly N\n"
 		"       hostcheck --time-batch PFN ROUNDS\n"
 		"       hostcheck --refused PFN N\n");
@@ -1207,10 +1279,10 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	long hold_mib = -1, seconds = 0, fuzz_n = -1, singly = -1;
+	long hold_mib = -1, seconds = 0, fuzz_n = -1, singly = -1, huge_n = -1;
 	uint64_t seed = 0;
-	bool bye = true, lock_on_signal = false, reuse = false;
-	char **raw = NULL, **refuse = NULL, **timed = NULL;
+	bool bye = true, lock_on_signal = false, reuse = false, sparse = false;
+	char **raw = NULL, **refuse = NULL, **timed = NULL, **range = NULL;
 	uint64_t *batch, pfns[4];
 	char *pages;
 	int i;
@@ -1240,6 +1312,12 @@ int main(int argc, char **argv)
 			lock_on_signal = true;
 		else if (!strcmp(argv[i], "--reuse"))
 			reuse = true;
+		else if (!strcmp(argv[i], "--sparse"))
+			sparse = true;
+		else if (!strcmp(argv[i], "--lock-2m") && i + 1 < argc)
+			huge_n = strtol(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--lock-range") && i + 2 < argc)
+			range = &argv[i + 1], i += 2;
 		else if (!strcmp(argv[i], "--lock-singly") && i + 1 < argc)
 			singly = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
@@ -1259,7 +1337,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (hold_mib > 0)
-		return hold(hold_mib, seconds, lock_on_signal, reuse);
+		return hold(hold_mib, seconds, lock_on_signal, reuse, sparse);
+	if (huge_n >= 0)
+		return lock_2m(huge_n);
+	if (range)
+		return lock_range(strtoull(range[0], NULL, 0),
+				  strtol(range[1], NULL, 0));
 	if (fuzz_n >= 0)
 		return fuzz(fuzz_n, seed, bye);
 	if (singly > 0)
@@ -1295,6 +1378,12 @@ int main(int argc, char **argv)
 	     legacy ? " (legacy)" : "", pfns[0], pfns[1], pfns[2], pfns[3],
 	     pfn_of(batch));
 
+	/*
+	 * A host that was reset (any reset but a wake-up from S3) answers
+	 * RESET to everything but START until a START: a guest's first call
+	 * after its boot.  The checks start from a host that has had one.
+	 */
+	cmd(VMB_CMD_START, 0, 0, NULL, NULL);
 	check_transport();
 	check_start();
 	if (legacy) {
