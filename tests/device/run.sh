@@ -244,6 +244,26 @@ review_checks() {
 	check_range "review: each run releasing memory took at most 20 ms (ns)" \
 		"$(host_get x-discard-max-ns 2>/dev/null || echo -1)" 1 20000000
 
+	# A fragmented 4 KiB balloon (512 MiB, every other page of 1 GiB)
+	# across a migration to a file and back: how long the device's load
+	# takes (from QEMU's vmstate_load trace to the end of its state).
+	guest 'nohup /root/hostcheck --hold 512 --sparse --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+	check "review: a fragmented balloon of 512 MiB locked" wait_for 600 host_locked_is 131072
+	state=$run_dir/$name.migration
+	check "review: QMP migrate to a file completed" migrate_to_file "$state"
+	"$vm" stop "$name" --kill >&2
+	lines=$(wc -l <"$run_dir/$name/qemu.log")
+	"$vm" start "$name" --incoming "$state" >&2 || bail "review: restore the guest with -incoming"
+	check_eq "review: restored: 131072 frames locked" "$(host_get x-locked-frames)" 131072
+	tail -n +$((lines + 1)) "$run_dir/$name/qemu.log" | grep -E 'vmstate_load .*vmware-balloon|vmstate_load_state_end vmware-balloon end|vmware_balloon_load' |
+		sed 's/^/#   | /'
+	t0=$(tail -n +$((lines + 1)) "$run_dir/$name/qemu.log" | sed -n 's/^[0-9]*@\([0-9.]*\):vmstate_load .*vmware-balloon.*/\1/p' | head -n 1)
+	t1=$(tail -n +$((lines + 1)) "$run_dir/$name/qemu.log" | sed -n 's/^[0-9]*@\([0-9.]*\):vmstate_load_state_end vmware-balloon end.*/\1/p' | head -n 1)
+	note "review: the device's state loaded in $(python3 -c "print(round(($t1 - $t0) * 1000, 1))" 2>/dev/null || echo '?') ms"
+	guest 'kill -USR1 $(cat /tmp/hold.pid)'
+	check "review: restored: unlocked" wait_for 300 host_locked_is 0
+	rm -f "$state"
+
 	# hugetlbfs: 4 KiB locks inside a 2 MiB host page give the host page
 	# back once all 512 of its frames are locked.  Needs 32 free huge
 	# pages on this machine (echo 32 >/proc/sys/vm/nr_hugepages).
@@ -271,26 +291,6 @@ review_checks() {
 		check_eq "review: ... 512 frames released" "$(host_get x-discarded-frames)" $((discarded + 512))
 		raw 0 0 0 >/dev/null
 	fi
-
-	# A fragmented 4 KiB balloon (512 MiB, every other page of 1 GiB)
-	# across a migration to a file and back: how long the device's load
-	# takes (from QEMU's vmstate_load trace to the end of its state).
-	guest 'nohup /root/hostcheck --hold 512 --sparse --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
-	check "review: a fragmented balloon of 512 MiB locked" wait_for 600 host_locked_is 131072
-	state=$run_dir/$name.migration
-	check "review: QMP migrate to a file completed" migrate_to_file "$state"
-	"$vm" stop "$name" --kill >&2
-	lines=$(wc -l <"$run_dir/$name/qemu.log")
-	"$vm" start "$name" --incoming "$state" >&2 || bail "review: restore the guest with -incoming"
-	check_eq "review: restored: 131072 frames locked" "$(host_get x-locked-frames)" 131072
-	tail -n +$((lines + 1)) "$run_dir/$name/qemu.log" | grep -E 'vmstate_load .*vmware-balloon|vmstate_load_state_end vmware-balloon end|vmware_balloon_load' |
-		sed 's/^/#   | /'
-	t0=$(tail -n +$((lines + 1)) "$run_dir/$name/qemu.log" | sed -n 's/^[0-9]*@\([0-9.]*\):vmstate_load .*vmware-balloon.*/\1/p' | head -n 1)
-	t1=$(tail -n +$((lines + 1)) "$run_dir/$name/qemu.log" | sed -n 's/^[0-9]*@\([0-9.]*\):vmstate_load_state_end vmware-balloon end.*/\1/p' | head -n 1)
-	note "review: the device's state loaded in $(python3 -c "print(round(($t1 - $t0) * 1000, 1))" 2>/dev/null || echo '?') ms"
-	guest 'kill -USR1 $(cat /tmp/hold.pid)'
-	check "review: restored: unlocked" wait_for 300 host_locked_is 0
-	rm -f "$state"
 	"$vm" stop "$name" >&2
 }
 if ((review_only)); then
