@@ -409,7 +409,7 @@ check_eq "BALLOON_CHANGE: the same actual as query-balloon" \
 	"$(qmp query-balloon | json_get 'j["actual"]')" $(((ram - 131072) * 4096))
 note "QEMU RSS $rss0 KiB with 512 MiB filled, $rss1 KiB once they are locked"
 check "the host released the locked memory" \
-	eval '(( $(host_get x-discarded-frames) - discarded >= 131072 ))'
+	wait_for 10 eval '(( $(host_get x-discarded-frames) - discarded >= 131072 ))'
 check "QEMU RSS fell by at least 448 MiB" eval '(( rss0 - rss1 >= 448 * 1024 ))'
 guest 'kill -USR1 $(cat /tmp/hold.pid)' # the hold ends when the test says, not after a time
 check "hold ends: nothing locked" wait_for 300 eval \
@@ -657,7 +657,7 @@ discarded=$(host_get x-discarded-frames)
 guest 'kill -USR2 $(cat /tmp/hold.pid)'
 check "snapshot restored: the guest locks its 256 MiB again" wait_for 300 host_locked_is 65536
 check "snapshot restored: and now their memory is released" \
-	eval '(( $(host_get x-discarded-frames) - discarded >= 65536 ))'
+	wait_for 10 eval '(( $(host_get x-discarded-frames) - discarded >= 65536 ))'
 guest 'kill -USR1 $(cat /tmp/hold.pid)'
 check "snapshot restored: unlocked" wait_for 300 host_locked_is 0
 check "snapshot restored: every unlock succeeded" \
@@ -721,7 +721,7 @@ discarded=$(host_get x-discarded-frames)
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "postcopy done: the guest locks 64 MiB on the destination" wait_for 300 host_locked_is 16384
 check "postcopy done: and now their memory is released" \
-	eval '(( $(host_get x-discarded-frames) - discarded >= 16384 ))'
+	wait_for 10 eval '(( $(host_get x-discarded-frames) - discarded >= 16384 ))'
 guest 'kill -USR1 $(cat /tmp/hold.pid)'
 check "postcopy done: unlocked" wait_for 300 host_locked_is 0
 check "postcopy done: every unlock succeeded" \
@@ -871,8 +871,10 @@ for t in nvdimm:addr:size virtio-pmem:memaddr:size virtio-mem:memaddr:max-size; 
 done
 check_eq "refusing them classified no RAM block again (decided when mapped)" \
 	"$(host_get x-ram-classified)" "$classified"
-# each --refused run locked (and so released) one own page of ordinary RAM
-check_eq "nothing else was discarded" "$(host_get x-discarded-frames)" $((discarded + 4))
+# each --refused run locked one own page of ordinary RAM, and unlocked it
+# again so soon that the device may not have released it yet (it releases
+# what is still locked when it gets to it)
+check_range "nothing else was discarded" "$(host_get x-discarded-frames)" "$discarded" $((discarded + 4))
 check_eq "nothing is locked" "$(host_get x-locked-frames)" 0
 # The device's time for a 512-entry batch of memory it refuses, against
 # one of ordinary RAM (a note, not a verdict: no timed test).  Its RAM
@@ -892,7 +894,7 @@ check_eq "the guest still reads the same shared memory" "$(peek_bar)" "$shm_sha"
 guest 'nohup /root/hostcheck --hold 64 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "private file RAM: 64 MiB locked" wait_for 300 host_locked_is 16384
 check "... and released (x-discarded-frames)" \
-	eval '(( $(host_get x-discarded-frames) - discarded >= 16384 ))'
+	wait_for 10 eval '(( $(host_get x-discarded-frames) - discarded >= 16384 ))'
 guest 'kill -USR1 $(cat /tmp/hold.pid)'
 check "... and given back" wait_for 300 host_locked_is 0
 check "hostcheck unlocked all 16384 pages" \
