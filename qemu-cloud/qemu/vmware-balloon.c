@@ -331,21 +331,26 @@ static uint64_t vmb_frames_count(VMBFrameSet *set, uint64_t frame,
     return count;
 }
 
-/* The same for any range: it may span several chunks. */
-static uint64_t vmb_frames_count_range(VMBFrameSet *set, uint64_t frame,
-                                       uint64_t n)
+/* Is every frame of [frame, frame + n) in the set?  Any range. */
+static bool vmb_frames_all_set(VMBFrameSet *set, uint64_t frame, uint64_t n)
 {
     uint64_t end = frame + n;
-    uint64_t count = 0;
 
+    if (end < frame) {
+        return false;
+    }
     while (frame < end) {
         uint64_t chunk_end = (frame | (VMB_CHUNK_FRAMES - 1)) + 1;
-        unsigned long len = MIN(end, chunk_end) - frame;
+        unsigned long *bits = vmb_frames_chunk(set, frame, false);
+        unsigned long first = frame & (VMB_CHUNK_FRAMES - 1);
+        unsigned long last = first + (MIN(end, chunk_end) - frame);
 
-        count += vmb_frames_count(set, frame, len);
-        frame += len;
+        if (!bits || find_next_zero_bit(bits, last, first) < last) {
+            return false;
+        }
+        frame = MIN(end, chunk_end);
     }
-    return count;
+    return true;
 }
 
 static void vmb_frames_set(VMBFrameSet *set, uint64_t frame, unsigned long n)
@@ -843,8 +848,7 @@ static void vmb_discard(VMBalloonState *s, MemoryRegionSection *sec,
         uint64_t page_frames = pagesize >> VMB_FRAME_SHIFT;
         uint64_t first = frame - ((rb_offset % pagesize) >> VMB_FRAME_SHIFT);
 
-        if (vmb_frames_count_range(&s->locked, first, page_frames) <
-            page_frames) {
+        if (!vmb_frames_all_set(&s->locked, first, page_frames)) {
             trace_vmware_balloon_discard_skipped("host page partly locked",
                                                  len);
             return;
@@ -909,40 +913,67 @@ static void vmb_discard_bh(void *opaque)
     int64_t spent = 0;
     guint done = 0;
 
-    while (s->discards_next < s->discards->len && spent <
-           VMB_DISCARD_SLICE_NS) {
+    while (s->discards_next < s->discards->len &&
+           spent < VMB_DISCARD_SLICE_NS) {
         VMBFrameRange r = g_array_index(s->discards, VMBFrameRange,
                                         s->discards_next);
         MemoryRegionSection sec;
 
         s->discards_next++;
         done++;
-        if (vmb_frames_count(&s->locked, r.frame, r.nframes) == r.nframes &&
+        if (vmb_frames_all_set(&s->locked, r.frame, r.nframes) &&
             vmb_find_ram(s, r.frame, r.nframes, &sec)) {
             vmb_discard(s, &sec, r.frame, r.nframes);
             memory_region_unref(sec.mr);
         }
         spent = qemu_clock_get_ns(QEMU_CLOCK_REALTIME) - start;
     }
-    if (s->discards_next < s->discards->len) {
-        qemu_bh_schedule(s->discard_bh);
-    } else {
-        g_array_set_size(s->discards, 0);
-        s->discards_next = 0;
-    }
     s->discard_max_ns = MAX(s->discard_max_ns, spent);
     trace_vmware_balloon_discard_run(done, s->discards->len -
                                      s->discards_next, spent);
+    if (s->discards_next == s->discards->len) {
+        g_array_set_size(s->discards, 0);
+        s->discards_next = 0;
+        return;
+    }
+    /*
+     * A guest that keeps locking may never let the queue run empty: drop
+     * the ranges done once they are half of it, so that it holds no more
+     * than what is still to be done (twice over).
+     */
+    if (s->discards_next >= s->discards->len / 2) {
+        g_array_remove_range(s->discards, 0, s->discards_next);
+        s->discards_next = 0;
+    }
+    qemu_bh_schedule(s->discard_bh);
 }
 
-/* A newly locked range: release its memory soon, see vmb_discard_bh(). */
-static void vmb_queue_discard(VMBalloonState *s, uint64_t frame,
-                              uint64_t nframes)
+/*
+ * A newly locked range, @sec: release its memory soon, see
+ * vmb_discard_bh().  In RAM whose host pages are larger than the range
+ * (hugetlbfs), only the lock that makes the host page wholly locked
+ * queues it, so that the page is released once, not once per lock in it.
+ */
+static void vmb_queue_discard(VMBalloonState *s, MemoryRegionSection *sec,
+                              uint64_t frame, uint64_t nframes)
 {
+    uint64_t page_frames = qemu_ram_pagesize(sec->mr->ram_block) >>
+                           VMB_FRAME_SHIFT;
     VMBFrameRange r = { .frame = frame, .nframes = nframes };
 
     if (!vmb_discard_allowed(nframes << VMB_FRAME_SHIFT)) {
         return;
+    }
+    if (nframes < page_frames) {
+        uint64_t in_page = (sec->offset_within_region >> VMB_FRAME_SHIFT) %
+                           page_frames;
+
+        if (frame < in_page ||
+            !vmb_frames_all_set(&s->locked, frame - in_page, page_frames)) {
+            trace_vmware_balloon_discard_skipped("host page partly locked",
+                                                 nframes << VMB_FRAME_SHIFT);
+            return;
+        }
     }
     g_array_append_val(s->discards, r);
     qemu_bh_schedule(s->discard_bh);
@@ -982,7 +1013,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
                 vmb_frames_set(&s->heads, frame, 1);
                 s->locked_2m++;
             }
-            vmb_queue_discard(s, frame, nframes);
+            vmb_queue_discard(s, &sec, frame, nframes);
             if (s->reset_at_locked &&
                 s->locked_frames >= s->reset_at_locked) {
                 s->restart_due = true;
