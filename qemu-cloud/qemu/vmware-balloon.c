@@ -1873,19 +1873,24 @@ static bool vmb_ram_map_add(Int128 start, Int128 len, const MemoryRegion *mr,
                             hwaddr offset_in_region, void *opaque)
 {
     VMBRamMap *map = opaque;
-    MemoryRegion *m = (MemoryRegion *)mr;
+    MemoryRegionSection sec;
     uint64_t first, end;
 
-    if (!memory_region_is_ram(m) || memory_region_is_ram_device(m) ||
-        memory_region_is_rom(m) || memory_region_is_romd(m) ||
-        m->readonly || !m->ram_block || !vmb_is_guest_ram(map->s, m)) {
+    /* cheap checks first: RAM never reaches the end of the address space */
+    if (!memory_region_is_ram((MemoryRegion *)mr) || !mr->ram_block ||
+        !vmb_is_guest_ram(map->s, (MemoryRegion *)mr)) {
         return false;
     }
     first = ROUND_UP(int128_get64(start), VMB_FRAME_SIZE) >> VMB_FRAME_SHIFT;
     end = int128_get64(int128_add(start, len)) >> VMB_FRAME_SHIFT;
-    if (end > first) {
+    /*
+     * Then the port call's own test, once per range: the range's mapping
+     * may be read-only (a PAM alias of RAM, say), which @mr does not tell
+     */
+    if (end > first && vmb_find_ram(map->s, first, end - first, &sec)) {
         VMBFrameRange r = { .frame = first, .nframes = end - first };
 
+        memory_region_unref(sec.mr);
         g_array_append_val(map->ranges, r);
     }
     return false;
