@@ -221,13 +221,13 @@ review_checks() {
 	discarded=$(host_get x-discarded-frames)
 	host_set x-fail-discards 1
 	check_eq "review: x-fail-discards 1 is taken" "$(host_get x-fail-discards)" 1
-	guest '/root/hostcheck --hold 4' >/dev/null
+	guest '/root/hostcheck --hold 4 --seconds 1' >/dev/null
 	check_eq "review: a failed release: none of the next 4 MiB released (the pause)" \
 		"$(host_get x-discarded-frames)" "$discarded"
 	check "review: ... the failure is logged with the retry" \
 		grep -q 'cannot release the host memory of pc.ram; trying again' "$run_dir/$name/qemu.log"
 	sleep 2
-	guest '/root/hostcheck --hold 4' >/dev/null
+	guest '/root/hostcheck --hold 4 --seconds 1' >/dev/null
 	check "review: after the pause the next locks are released again" \
 		wait_for 10 eval '(( $(host_get x-discarded-frames) - discarded >= 1024 ))'
 
