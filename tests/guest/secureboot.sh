@@ -259,12 +259,20 @@ note "the kernel upgrade part took $((SECONDS - upgrade_start)) s"
 # every load, so `rmmod; modprobe` is enough, no reboot.
 guest "mkdir -p /root/old-mok && mv /var/lib/dkms/mok.key /var/lib/dkms/mok.pub /root/old-mok/" ||
 	bail "cannot move DKMS's key aside"
-out=$(guest "dkms install --force vmw_balloon/$version -k $new 2>&1")
-check_eq "new key: dkms install --force rebuilds and signs with a new key" "$?" 0
+# (dkms install --force reinstalls the module built before, signature
+# and all: a build is needed to sign with the new key)
+out=$(guest "dkms remove vmw_balloon/$version -k $new && dkms install vmw_balloon/$version -k $new 2>&1")
+check_eq "new key: dkms remove, then dkms install rebuilds and signs with a new key" "$?" 0
 new_signer=$(guest "openssl x509 -inform DER -in /var/lib/dkms/mok.pub -noout -serial 2>/dev/null")
 note "the enrolled key's serial: $(guest "openssl x509 -inform DER -in /root/old-mok/mok.pub -noout -serial"), the new one's: $new_signer"
 check "new key: the new key is not the enrolled one" \
-	guest '! cmp -s /var/lib/dkms/mok.pub /root/old-mok/mok.pub && ! mokutil --test-key /var/lib/dkms/mok.pub | grep -q "is already enrolled"'
+	guest 'test -s /var/lib/dkms/mok.pub && ! cmp -s /var/lib/dkms/mok.pub /root/old-mok/mok.pub &&
+		mokutil --test-key /var/lib/dkms/mok.pub | grep -q "is not enrolled"'
+new_ko=$(guest "ls /lib/modules/$new/updates/dkms/vmw_balloon.ko*" | head -n 1)
+check_eq "new key: the module DKMS installed is signed by the new key" \
+	"$(guest modinfo -F signer "${new_ko:-none}")" "DKMS module signing key"
+check "new key: ... whose serial is the new key's, not the enrolled one's" \
+	eval '[[ $(guest "modinfo -F sig_key ${new_ko:-none} | tr -d : | tr A-F a-f | sed s/^0*//") == $(guest "openssl x509 -inform DER -in /var/lib/dkms/mok.pub -noout -serial | sed s/^serial=// | tr A-F a-f | sed s/^0*//") ]]'
 journal_lines=$(guest "journalctl -b -o cat -t vmw-balloon-dkms | wc -l")
 out=$(guest "rmmod vmw_balloon && modprobe vmw_balloon 2>&1")
 rc=$?
