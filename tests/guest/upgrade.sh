@@ -14,11 +14,12 @@
 # --genericcloud: as an admin's cloud guest gets a new kernel. The guest
 # starts as the genericcloud image; the package is installed by name from
 # the repository, with the headers it names (the running kernel's and the
-# flavour's metapackage); the backports kernel arrives with a plain
-# `apt full-upgrade` from the host's partial mirror, which carries the
-# backports' cloud image and headers metapackages (tests/lib/partial-mirror
-# --with-backports-kernel): the headers metapackage brings the new
-# kernel's headers, and no generic-flavour headers ever come.
+# flavour's metapackage). Then the host's partial mirror is replaced by
+# one that also carries the backports' cloud image and headers
+# metapackages (tests/lib/partial-mirror --with-backports-kernel), as a
+# point release brings newer ones, and a plain `apt full-upgrade` moves to
+# the new kernel: the headers metapackage brings its headers, and no
+# generic-flavour headers ever come.
 #
 # The new kernel is then booted $VMB_UPGRADE_BOOTS times in all (default
 # 10 for bookworm, whose backports kernel died at boot under QEMU 7.2's
@@ -40,7 +41,6 @@ esac
 GUEST=${GUEST:-vmb-test-upgrade-$suite$( ((genericcloud)) && echo -gc)}
 
 if ((genericcloud)); then
-	mirror_opts=(--with-backports-kernel)
 	boot_genericcloud VMware-like
 	old=$kver
 	learn_kernel_module
@@ -55,6 +55,19 @@ if ((genericcloud)); then
 	guest_timeout=2400 check "install: apt installs what the package named" \
 		guest "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y ${headers:-nothing-named} >/tmp/headers.log 2>&1"
 	check_dkms_installed "before the upgrade"
+	check_eq "before the upgrade: DKMS built for the running kernel only" \
+		"$(guest "dkms status vmw_balloon | wc -l")" 1
+	# The newer kernel arrives, as a point release or a security update
+	# does: the guest's mirror is replaced by one that also carries the
+	# backports' flavour metapackages, with the kernel and headers they
+	# bring
+	new_mirror=$("$root/tests/lib/partial-mirror" --with-backports-kernel "$suite" "$repo_dir" | tail -n 1) ||
+		bail "cannot make the partial Debian mirror with the backports kernel"
+	guest "rm -rf /opt/vmb/debian /opt/vmb/$(basename "$new_mirror")" &&
+		"$vm" copy "$GUEST" "$new_mirror" /opt/vmb/ >&2 &&
+		guest "mv /opt/vmb/$(basename "$new_mirror") /opt/vmb/debian &&
+			for try in 1 2 3 4 5; do apt-get -o DPkg::Lock::Timeout=600 update && exit 0; sleep 10; done; exit 1" >&2 ||
+		bail "cannot hand the new mirror to the guest"
 	start=$SECONDS
 	out=$(guest_timeout=2400 guest "DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 full-upgrade -y 2>&1")
 	rc=$?
