@@ -85,9 +85,11 @@ repo: $(DEB)
 	debian/make-repo $(REPO_DIR) $(DEB)
 
 rpm: $(RPM)
-# The loader and its modprobe.d rule are the .deb's (debian/); COPYING,
-# the GPL-2.0 text, is Debian's copy (base-files) for %license.
-RPM_EXTRA := debian/load-vmw-balloon debian/modprobe.d/vmw-balloon-dkms.conf
+# The loader, its modprobe.d rule and the kernel hook are the .deb's
+# (debian/), the kernel-install plugin that runs the hook the .rpm's;
+# COPYING, the GPL-2.0 text, is Debian's copy (base-files) for %license.
+RPM_EXTRA := debian/load-vmw-balloon debian/modprobe.d/vmw-balloon-dkms.conf \
+	debian/kernel-hook rpm/39-vmw-balloon-dkms.install
 $(RPM): dkms.conf README.md $(MODULE_SOURCES) $(RPM_EXTRA) rpm/vmw-balloon-dkms.spec
 	tests/lib/need-packages rpm
 	rm -rf $(BUILD)/rpm

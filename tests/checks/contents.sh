@@ -5,12 +5,14 @@
 # /usr/share/doc (and the licence under /usr/share/licenses in the .rpm),
 # and the program that loads vmw_balloon (debian/load-vmw-balloon) with the
 # modprobe.d install rule that runs it; in the .deb also the kernel hook
-# (debian/kernel-hook) and the two /etc/kernel hooks that run it.
+# (debian/kernel-hook) and the two /etc/kernel hooks that run it, in the
+# .rpm the hook and the kernel-install plugin that runs it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 version=$(sed -n 's/^PACKAGE_VERSION="\([^"]*\)"$/\1/p' dkms.conf)
 deb=build/deb/vmw-balloon-dkms_${version}_all.deb
 rpm=build/rpm/RPMS/noarch/vmw-balloon-dkms-$version-1.noarch.rpm
+tests/lib/need-packages rpm2cpio	# rpm2archive
 make deb rpm >/dev/null	# rebuilt only if a source is newer
 
 srcdir=usr/src/vmw_balloon-$version
@@ -53,7 +55,9 @@ inspect "$rpm" "$(rpm -qpl "$rpm" 2>/dev/null | sed 's|^/||' |
 			$f == usr/share/doc/vmw-balloon-dkms-$version ]] || echo "$f"
 	done)" \
 	"usr/lib/vmw-balloon-dkms/load-vmw-balloon
-usr/lib/modprobe.d/vmw-balloon-dkms.conf"
+usr/lib/modprobe.d/vmw-balloon-dkms.conf
+usr/lib/vmw-balloon-dkms/kernel-hook
+usr/lib/kernel/install.d/39-vmw-balloon-dkms.install"
 
 # the shipped dkms.conf is the repository's, version filled in
 tmp=$(mktemp -d)
@@ -76,5 +80,14 @@ if grep -qx "version=$version" "$hook" && [[ -x $hook ]] &&
 	echo "ok: the kernel hooks are executable and build $version"
 else
 	echo "WRONG: the kernel hooks are not executable, or do not build $version"; fail=1
+fi
+mkdir "$tmp/rpm"
+(cd "$tmp/rpm" && rpm2archive - <"$OLDPWD/$rpm" | tar -xzf -)
+hook=$tmp/rpm/usr/lib/vmw-balloon-dkms/kernel-hook plugin=$tmp/rpm/usr/lib/kernel/install.d/39-vmw-balloon-dkms.install
+if grep -qx "version=$version" "$hook" && [[ -x $hook && -x $plugin ]] &&
+	grep -q '^exec /usr/lib/vmw-balloon-dkms/kernel-hook "${2:-}"$' "$plugin"; then
+	echo "ok: the .rpm's kernel-install plugin runs the kernel hook, which builds $version"
+else
+	echo "WRONG: the .rpm's kernel hook or its plugin is not executable, or does not build $version"; fail=1
 fi
 exit $fail

@@ -68,6 +68,41 @@ check "sig_enforce: the kernel's own driver balloons $want frames" wait_for 120 
 balloon_keep 2048
 check "sig_enforce: and empties" wait_for 120 host_locked_is 0
 
+# A kernel on which the build fails: the .rpm's kernel-install plugin, run
+# as kernel-install runs it for a new kernel ("add KVER IMAGE"), before
+# dkms's own plugin, must exit 0 and mark the kernel, so that kernel-install
+# goes on to the plugins after it (initramfs, boot entry) and dkms's
+# autoinstall leaves vmw_balloon out. The running kernel stands in for the
+# new one: DKMS's module is removed for it and its headers are made to fail
+# every build (an #error in the generated autoconf.h), then restored.
+# (Debian has no kernel that runs kernel-install, so the plugin is run by
+# hand: what is tested is the plugin's contract, not RPM's kernel packages.)
+plugin=/usr/lib/kernel/install.d/39-vmw-balloon-dkms.install
+autoconf=/lib/modules/$kver/build/include/generated/autoconf.h
+check "kernel plugin: setup: DKMS's module removed for $kver, its headers broken" \
+	guest "dkms remove -m vmw_balloon -v $version -k $kver >/dev/null &&
+		{ test -n \"\$(dkms status -m vmw_balloon -v $version)\" || dkms add -m vmw_balloon -v $version >/dev/null; } &&
+		cp -a \$(readlink -f $autoconf) /root/autoconf.h.saved &&
+		echo '#error vmb-test: this kernel fails every module build' >>\$(readlink -f $autoconf)"
+out=$(guest "$plugin add $kver /boot/vmlinuz-$kver 2>&1")
+rc=$?
+sed 's/^/#   | /' <<<"$out" | tail -n 5
+check_eq "kernel plugin: a failed build exits 0 (kernel-install goes on)" "$rc" 0
+check "kernel plugin: it says the kernel keeps its own vmw_balloon" grep -qF \
+	"vmw-balloon-dkms: DKMS's vmw_balloon $version is not installed for $kver: its build failed" <<<"$out"
+check "kernel plugin: the kernel is marked, so autoinstall leaves it out" \
+	guest "grep -q 'its build failed' /var/lib/vmw-balloon-dkms/not-built/$kver"
+check "kernel plugin: the loader names the failed build and loads the kernel's own" \
+	guest "rmmod vmw_balloon && modprobe vmw_balloon && ! grep -q O /sys/module/vmw_balloon/taint &&
+		journalctl -b -o cat -t vmw-balloon-dkms | grep -qF \"DKMS's vmw_balloon was not installed for $kver when the kernel was: its build failed\""
+check "kernel plugin: setup: headers restored" \
+	guest "cp -a /root/autoconf.h.saved \$(readlink -f $autoconf)"
+out=$(guest "$plugin add $kver /boot/vmlinuz-$kver 2>&1")
+check_eq "kernel plugin: with working headers it exits 0" "$?" 0
+check_dkms_installed "kernel plugin: it builds and installs for $kver"
+check "kernel plugin: the mark is gone" guest "test ! -e /var/lib/vmw-balloon-dkms/not-built/$kver"
+check "kernel plugin: other commands (remove) do nothing" guest "$plugin remove $kver"
+
 out=$(guest "rpm -e vmw-balloon-dkms 2>&1")
 rc=$?
 sed 's/^/#   | /' <<<"$out" | tail -n 20
