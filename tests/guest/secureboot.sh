@@ -122,6 +122,33 @@ check "balloon: back to 0 frames within 120 s" wait_for 120 host_locked_is 0
 
 note "the no-key part took $((SECONDS - step_start)) s"
 if ((!enroll)); then
+	# d2. no headers on a UEFI guest: the running kernel's headers go (as
+	# on a guest that never had them) and with them DKMS's module; after a
+	# reboot the loader loads the kernel's own and names, in the journal,
+	# the exact packages that would bring DKMS's module back
+	out=$(guest "DEBIAN_FRONTEND=noninteractive apt-get purge -y linux-headers-$kver 2>&1 &&
+		dkms remove -m vmw_balloon -v $version -k $kver 2>&1 &&
+		{ test -n \"\$(dkms status -m vmw_balloon -v $version)\" || dkms add -m vmw_balloon -v $version 2>&1; }")
+	check_eq "no headers: the headers are purged, DKMS's module removed (its source still added)" "$?" 0 ||
+		sed 's/^/#   | /' <<<"$out" | tail -n 15
+	check "no headers: the headers' build tree is gone" guest "! test -e /lib/modules/$kver/build/include"
+	check_eq "no headers: modprobe's vmw_balloon is the kernel's own again" \
+		"$(guest modinfo -k "$kver" -n vmw_balloon)" "$intree"
+	"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from its reboot without headers"
+	journal=$(guest journalctl -b -o cat -t vmw-balloon-dkms)
+	sed 's/^/#   journal | /' <<<"$journal"
+	# the flavour's metapackage is named when its linux-image one is installed
+	want="linux-headers-$kver"
+	flavour=$(sed 's/^[0-9][0-9.]*\(-[0-9][0-9]*\)\{0,1\}\(+[^-]*\)\{0,1\}-//' <<<"$kver")
+	guest "dpkg-query -W -f '\${Status}' linux-image-$flavour 2>/dev/null | grep -q ' installed\$'" &&
+		want="$want linux-headers-$flavour"
+	note "the packages the journal should name: $want"
+	check "no headers: the journal names the exact packages to install, and that the kernel's own loaded" \
+		grep -qF "DKMS has not built vmw_balloon for $kver: its headers are not installed. To build it for this kernel and the next ones: apt install $want: loaded the kernel's own $intree" <<<"$journal"
+	check "no headers: the kernel's own vmw_balloon is loaded" \
+		guest 'test -d /sys/module/vmw_balloon && ! grep -q O /sys/module/vmw_balloon/taint'
+	check_balloons "no headers" 120
+
 	# e. purge: DKMS's module goes, the kernel's own is back where its
 	# package put it (DKMS 3.1 and later move it back), and the kernel's
 	# package verifies clean
