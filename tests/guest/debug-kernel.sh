@@ -7,12 +7,20 @@
 # storm, rmmod/modprobe cycles with 1 GiB of 4 KiB pages ballooned while
 # the guest compacts memory in a loop, memory pressure and suspend to RAM.
 # Verdicts: the kernel log has no KASAN, lockdep, sleeping-in-atomic, BUG
-# or WARNING report from the moment the package went in, and once the
-# balloon has deflated page_owner lists not one page whose allocation
-# passed through vmw_balloon (checked to find the balloon's pages while it
-# is full, so that a count of 0 means something).
+# or WARNING report from the moment the package went in, and page_owner
+# holds, to the page, what the driver should: the balloon and its batch
+# page while loaded (checked with 4 KiB and 2 MiB pages), and nothing after
+# each unload of the reload cycles. A page counts as the driver's when its
+# allocation stack calls the page allocator from the driver's code, found
+# by address: the instance loaded now, every instance unloaded in this
+# boot and __init code that has run (tests/lib/page-owner-balloon.awk).
 #
-#   tests/guest/debug-kernel.sh     VMB_DEBUG_RELOADS cycles (default 200)
+#   tests/guest/debug-kernel.sh     VMB_DEBUG_RELOADS cycles (default 20,
+#                                   about half an hour here; 200 take
+#                                   about five hours)
+#   VMB_DEBUG_SABOTAGE=leak-batch-page tests/guest/debug-kernel.sh
+#       the same with a driver whose unload does not free its batch page:
+#       one page a reload that the leak checks must find (they fail)
 #
 # It needs the debug kernel's .debs: built here on first use (an hour or
 # more on 2 cores, then cached).
@@ -20,7 +28,8 @@
 source "$(dirname "$0")/../lib/guest.sh"
 suite=trixie
 GUEST=${GUEST:-vmb-test-debug-kernel}
-reloads=${VMB_DEBUG_RELOADS:-200}
+reloads=${VMB_DEBUG_RELOADS:-20}
+sabotage=${VMB_DEBUG_SABOTAGE:-}
 mib=256 # frames in a MiB
 gib=$((1024 * mib))
 
@@ -52,6 +61,20 @@ learn_kernel_module
 # for it and for the debug kernel (the newest), without KASAN slowing the
 # compiler down (over 30 minutes under the debug kernel).
 guest_timeout=3600 install_deb
+if [[ $sabotage == leak-batch-page ]]; then
+	# the driver's unload no longer frees the page it allocated at init
+	# (the last __free_page of it in the glue is the unload's), rebuilt
+	# for the debug kernel only
+	out=$(guest "f=/usr/src/vmw_balloon-$version/linux_glue.c
+		n=\$(grep -n '__free_page(vb->batch_page);' \$f | tail -n 1 | cut -d: -f1)
+		[ -n \"\$n\" ] && sed -i \"\${n}s|__free_page(vb->batch_page);|/* sabotage: batch page leaked */|\" \$f &&
+		grep -q 'sabotage: batch page leaked' \$f &&
+		dkms remove -m vmw_balloon -v $version -k $dk && dkms install -m vmw_balloon -v $version -k $dk 2>&1")
+	check_eq "sabotage: setup: a driver that leaks its batch page at each unload, built for $dk" "$?" 0 ||
+		sed 's/^/#   | /' <<<"$out" | tail -n 20
+elif [[ -n $sabotage ]]; then
+	bail "unknown VMB_DEBUG_SABOTAGE '$sabotage' (leak-batch-page)"
+fi
 "$vm" reboot "$GUEST" --timeout 1200 >&2 || bail "the guest did not come back in the debug kernel"
 kver=$(guest uname -r)
 check_eq "setup: the guest runs the debug kernel" "$kver" "$dk"
@@ -60,9 +83,27 @@ check "setup: KASAN, lockdep and page_owner are on" guest \
 	 grep -q 'kasan' /proc/kallsyms && test -e /proc/lockdep"
 
 check_dkms_installed "debug kernel"
+# what the page_owner checks need in the guest: the counter, and the
+# recorder of where each loaded instance's code is
+"$vm" ssh "$GUEST" -- "cat > /root/page-owner-balloon.awk" <"$root/tests/lib/page-owner-balloon.awk" &&
+	"$vm" ssh "$GUEST" -- "cat > /root/module-code-ranges && chmod +x /root/module-code-ranges" \
+		<"$root/tests/lib/module-code-ranges" || bail "copy the page_owner helpers into the guest"
+# record_code: add the code ranges of the vmw_balloon loaded now to the
+# boot's list (guest-side, run before every unload)
+record_code='/root/module-code-ranges vmw_balloon >>/run/vmb-code-ranges'
+# balloon_pages_owned: the pages page_owner says the driver holds, from its
+# stacks file (6.10+), by the driver's code; an unreadable or empty file
+# gives no count, never 0. (Reading /sys/kernel/debug/page_owner itself, a
+# record per page, gave an empty count here under TCG: too slow.)
+owned='f=/sys/kernel/debug/page_owner_stacks/show_stacks
+	s=$(cat $f) && printf "%s\n" "$s" | grep -q "^nr_base_pages: " &&
+	printf "%s\n" "$s" | awk -v ranges=/run/vmb-code-ranges -f /root/page-owner-balloon.awk'
+balloon_pages_owned() {
+	guest "$owned"
+}
 # DKMS's module autoloaded at boot: loaded again after the mark, so that
 # its load is checked too
-guest 'rmmod vmw_balloon; modprobe vmw_balloon' ||
+guest "$record_code && rmmod vmw_balloon; modprobe vmw_balloon" ||
 	bail "DKMS's vmw_balloon does not load on the debug kernel"
 check_eq "setup: DKMS's module is the one loaded" "$(guest cat /sys/module/vmw_balloon/srcversion)" \
 	"$(guest modinfo -F srcversion "$moddir/updates/dkms/vmw_balloon$ko")"
@@ -104,17 +145,43 @@ fill "reset storm: and deflates" 0
 check_reports "reset storm"
 
 # 3. rmmod/modprobe with 1 GiB of 4 KiB pages held while the guest
-# compacts without pause: unload must wait for pages compaction holds.
+# compacts without pause: unload must wait for pages compaction holds, and
+# after each unload page_owner must hold not one page from the driver's
+# code (the instance just unloaded included, found by address).
 use_caps 0x26
 fill "reloads: setup" "$gib"
 guest 'nohup sh -c "while :; do echo 1 > /proc/sys/vm/compact_memory; done" >/dev/null 2>&1 &
 	echo $! >/run/compactor.pid'
 reload_start=$SECONDS
-done_cycles=$(reload_cycles "$reloads" "$gib" 240)
+# in the guest, to be quick: each cycle records the instance's code, unloads
+# it with the balloon full, counts what page_owner says it left, loads it
+# again and waits (at most 240 s) for the refill; prints "CYCLES LEFT..."
+cycles_out=$("$vm" ssh "$GUEST" --timeout $((reloads * 1200 + 300)) -- "n=0 left=
+	owned() { $owned; }
+	for i in \$(seq $reloads); do
+		start=\$(date +%s)
+		$record_code || break
+		rmmod vmw_balloon || break
+		unloaded=\$(date +%s)
+		p=\$(owned) || p=unreadable
+		left=\"\$left \$p\"
+		modprobe vmw_balloon || break
+		t=0
+		until [ \"\$(awk -F: '/^current/ {print \$2 + 0}' /sys/kernel/debug/vmmemctl 2>/dev/null)\" = $gib ]; do
+			t=\$((t + 1)); [ \$t -le 1200 ] || break 2; sleep 0.2
+		done
+		n=\$((n + 1))
+		echo \"# reload \$i: unload \$((unloaded - start)) s, then page_owner held \$p of its pages; load and refill \$((\$(date +%s) - unloaded)) s\" >&2
+	done; echo \$n\$left" </dev/null)
 guest 'kill $(cat /run/compactor.pid)'
+read -r done_cycles left_counts <<<"$cycles_out"
 migrated=$(guest_vmstat balloon_migrate)
-note "reloads: $done_cycles cycles in $((SECONDS - reload_start)) s; balloon_migrate $migrated since boot"
-check_eq "reloads: $reloads cycles completed, each refilling 1 GiB of 4 KiB pages" "$done_cycles" "$reloads"
+note "reloads: ${done_cycles:-0} cycles in $((SECONDS - reload_start)) s; balloon_migrate $migrated since boot"
+note "reloads: pages page_owner held from the driver's code after each unload: ${left_counts:-none}"
+check_eq "reloads: $reloads cycles completed, each refilling 1 GiB of 4 KiB pages" "${done_cycles:-0}" "$reloads"
+check_eq "reloads: after every unload page_owner holds not one page from the driver's code" \
+	"$(tr ' ' '\n' <<<"${left_counts:-none}" | grep -v '^0$' | grep -c .)" 0
+check_eq "reloads: page_owner was read after each of the $reloads unloads" "$(wc -w <<<"${left_counts:-}")" "$reloads"
 check_range "reloads: compaction migrated ballooned pages meanwhile" "${migrated:-0}" 1 $((1 << 62))
 use_caps 0x2e
 fill "reloads: deflates" 0
@@ -134,31 +201,28 @@ check "pressure: the balloon gave memory back (shrinkFree went up)" eval '(( $(g
 fill "pressure: deflates" 0
 check_reports "pressure"
 
-# 5. the exact leak check, to the page: page_owner's stacks file (6.10+)
-# gives, for every allocation stack, the base pages it holds now; summed
-# over the stacks in which vmw_balloon called the page allocator itself
-# (tests/lib/page-owner-balloon.awk), it is the balloon, exactly, while the
-# balloon is full, and 0 once it is empty. (Reading
-# /sys/kernel/debug/page_owner itself, a record per allocated page with
-# its stack symbolized, gave an empty count here under TCG, full or not:
-# too slow for the ssh limit, or it failed.) page_owner names the module
-# only while it is loaded: a page leaked by an instance unloaded in the
-# reload cycles shows as a bare address, which this does not count (the
-# reload case's slab and MemAvailable checks in reliability.sh look for
-# those). An unreadable or empty file gives no count, never 0.
-balloon_pages_owned() {
-	local stacks
-	stacks=$(guest cat /sys/kernel/debug/page_owner_stacks/show_stacks) || return 1
-	grep -q '^nr_base_pages: ' <<<"$stacks" || return 1
-	awk -f "$root/tests/lib/page-owner-balloon.awk" <<<"$stacks"
-}
-fill "page_owner: setup" $((512 * mib))
-full=$(balloon_pages_owned)
-check_eq "page_owner: with 512 MiB ballooned its stacks hold exactly the balloon's pages" "${full:-none}" $((512 * mib))
-fill "page_owner: deflates" 0
+# 5. the exact count, to the page: page_owner's stacks file (6.10+) gives,
+# for every allocation stack, the base pages it holds now; summed over the
+# stacks in which the driver's code called the page allocator itself
+# (tests/lib/page-owner-balloon.awk), it is the balloon plus the one batch
+# page the driver allocated at init, exactly, with either page size; once
+# the balloon is empty, the batch page alone; once unloaded, nothing.
+for caps in 0x26 0x2e; do
+	size=$([[ $caps == 0x26 ]] && echo "4 KiB" || echo "2 MiB")
+	use_caps "$caps"
+	fill "page_owner, $size pages: setup" $((512 * mib))
+	full=$(balloon_pages_owned)
+	check_eq "page_owner, $size pages: with 512 MiB ballooned it holds the balloon's pages and the batch page" \
+		"${full:-none}" $((512 * mib + 1))
+	fill "page_owner, $size pages: deflates" 0
+done
 check_nothing_held "page_owner"
 empty=$(balloon_pages_owned)
-check_eq "page_owner: once the balloon is empty no page allocated through vmw_balloon is left" "${empty:-none}" 0
+check_eq "page_owner: once the balloon is empty only the batch page is left" "${empty:-none}" 1
+guest "$record_code && rmmod vmw_balloon" || bail "page_owner: vmw_balloon does not unload"
+gone=$(balloon_pages_owned)
+check_eq "page_owner: once unloaded not one page from the driver's code is left" "${gone:-none}" 0
+guest modprobe vmw_balloon || bail "page_owner: vmw_balloon does not load again"
 
 # 6. suspend to RAM with the balloon full, then wake up
 qemu_status_is() {
