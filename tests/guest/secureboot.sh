@@ -9,6 +9,9 @@
 # it (DKMS 3.0, bookworm, leaves it in the kernel's tree; 3.1 and later,
 # trixie and sid, move it to /var/lib/dkms), and balloons 1 GiB. The
 # package says, at install and in the journal at every load, what to run.
+# Then the running kernel's headers go, and DKMS's module with them: after a
+# reboot the journal names the exact headers packages to install (the
+# kernel's and its flavour's metapackage) and the kernel's own balloons.
 # Verdicts come from the guest and from the emulated host.
 #
 #   tests/guest/secureboot.sh [--enroll] [SUITE]    bookworm (default) or trixie
