@@ -79,15 +79,16 @@ for old in "$cache"/tree-*; do
 done
 export GIT_DIR=$tree/git GIT_WORK_TREE=$tree/src
 if [[ ! -d $tree/git ]]; then
-	rm -rf -- "$tree"
 	mkdir -p "$tree/src"
 	git init -q
 	git fetch -q "$src/git" base
 	git update-ref refs/heads/base FETCH_HEAD
 	git symbolic-ref HEAD refs/heads/base
-	git checkout -q -f base -- .
-	git reset -q
+	# files already in src/ that match the base keep their times
+	git read-tree base
+	git update-index -q --refresh >/dev/null || true
 fi
+# only the files that differ from the base are written
 git reset -q --hard base
 git clean -q -f -d -e /build/
 unset GIT_DIR GIT_WORK_TREE

@@ -84,12 +84,13 @@ static char *make_boot_disk(char **dir)
 
 static uint64_t get_uint(QTestState *qts, const char *property)
 {
-    QDict *rsp = qtest_qmp_assert_success_ref(qts,
-                     "{ 'execute': 'qom-get', 'arguments': "
-                     "{ 'path': %s, 'property': %s } }",
-                     DEVICE_PATH, property);
-    uint64_t value = qdict_get_int(rsp, "return");
+    QDict *rsp = qtest_qmp(qts, "{ 'execute': 'qom-get', 'arguments': "
+                           "{ 'path': %s, 'property': %s } }",
+                           DEVICE_PATH, property);
+    uint64_t value;
 
+    g_assert(qdict_haskey(rsp, "return"));
+    value = qdict_get_int(rsp, "return");
     qobject_unref(rsp);
     return value;
 }
