@@ -16,6 +16,8 @@
 #   make qemu-series  the device as a git format-patch series against the
 #                   QEMU 10.0 source that `make qemu` builds (which builds
 #                   from that series): build/qemu-series/
+#                   and the series for QEMU master (to submit), with the
+#                   lab-only patch beside it: build/qemu-series-master/
 #   make image      the Debian guest disk (cached); prints its path
 #                   (bookworm; VMB_SUITE=bullseye, trixie or sid for the others,
 #                   VMB_IMAGE_VARIANT=genericcloud for one without dkms,
@@ -109,6 +111,7 @@ qemu:
 
 qemu-series:
 	@qemu-cloud/qemu/series.sh $(BUILD)/qemu-series
+	@qemu-cloud/qemu-master/series.sh $(BUILD)/qemu-series-master
 
 image:
 	@qemu-cloud/image/build.sh
