@@ -41,7 +41,8 @@ since=$(stat -c %s "$console")
 start=$SECONDS
 out=$("$vm" reboot "$GUEST" --timeout 300 2>&1)
 rc=$?
-sed 's/^/#   vm | /' <<<"$out" | tail -n 12
+# what vm said, without the console's end that it appends
+grep -av '^ *|' <<<"$out" | sed 's/^/#   vm | /' | tail -n 12
 note "vm reboot exited $rc after $((SECONDS - start)) s"
 check "sabotage: vm reboot fails (the hung boot is not reset away)" test "$rc" -ne 0
 ledger_after=$(grep -c -P "\t$GUEST\t" "$ledger" 2>/dev/null)
