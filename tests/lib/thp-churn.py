@@ -12,7 +12,8 @@ mib, seconds = int(sys.argv[1]), float(sys.argv[2])
 end = time.monotonic() + seconds
 rounds = 0
 while time.monotonic() < end:
-    m = mmap.mmap(-1, mib << 20)
+    # private: a shared anonymous mapping is shmem, which gets no THP here
+    m = mmap.mmap(-1, mib << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     m.madvise(mmap.MADV_HUGEPAGE)
     for off in range(0, mib << 20, 4096):
         m[off] = 0x5a
