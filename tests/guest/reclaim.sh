@@ -175,14 +175,25 @@ part_thp() {
 	wait_for 120 host_locked_is 0 || bail "thp: the balloon did not deflate before the watermark case"
 	guest 'dd if=/dev/zero of=/var/tmp/cache.bin bs=1M count=300 status=none && sync' ||
 		bail "cannot fill the page cache"
-	local z free mn lw target=0 below=no shrinks_w
+	local z free mn lw target=0 below=no shrinks_w scan0
+	# the DMA32 zone's free and low, 10 times a second, in the guest: with
+	# kswapd woken, a moment below low may last less than a second
+	"$vm" ssh "$GUEST" -- 'cat > /root/zsample.sh' <<'ZEOF'
+while :; do
+	awk '$1 == "Node" {z = $4} z == "DMA32" && $1 == "pages" && $2 == "free" {f = $3}
+		z == "DMA32" && $1 == "low" {print f, $2; exit}' /proc/zoneinfo
+	sleep 0.1
+done
+ZEOF
+	guest 'rm -f /root/zlog; nohup sh /root/zsample.sh >/root/zlog 2>&1 &'
+	scan0=$(guest_vmstat pgscan_kswapd)
 	for _ in 1 2 3 4 5 6 7 8; do
-		# the largest zone (DMA32 in a 2 GiB guest): its free frames above min
-		read -r z free mn lw <<<"$(zones | sort -k2 -n | tail -n 1)"
-		if ((free < lw && target > 0)); then
+		if guest "awk '\$1 < \$2 {b = 1} END {exit !b}' /root/zlog"; then
 			below=yes
 			break
 		fi
+		# the largest zone (DMA32 in a 2 GiB guest): its free frames above min
+		read -r z free mn lw <<<"$(zones | sort -k2 -n | tail -n 1)"
 		if ((target == 0)); then
 			target=$(((free - mn) / 512 * 512 - 512))
 		else
@@ -190,9 +201,13 @@ part_thp() {
 		fi
 		host_set x-target-frames "$target"
 		wait_for 120 host_locked_is "$target" || break
+		sleep 1
 	done
+	guest 'pkill -f zsample.sh' >/dev/null 2>&1
+	read -r z free mn lw <<<"$(zones | sort -k2 -n | tail -n 1)"
 	note "watermark: balloon $(host_get x-locked-frames) frames ($(host_get x-locked-2m) 2 MiB entries);" \
-		"zone $z free $free, min $mn, low $lw right after"
+		"zone $z free $free, min $mn, low $lw right after; the lowest free seen: $(guest "sort -n /root/zlog | head -n 1");" \
+		"kswapd scanned $(($(guest_vmstat pgscan_kswapd) - scan0)) pages meanwhile"
 	check_eq "watermark: setup: the host holds the target $target" "$(host_get x-locked-frames)" "$target"
 	check_eq "watermark: setup: the balloon is all 2 MiB pages (host's 2 MiB entries x 512)" \
 		$(($(host_get x-locked-2m) * 512)) "$target"
