@@ -242,7 +242,8 @@ part_numa() {
 		--qemu-arg=-object --qemu-arg=memory-backend-ram,id=m0,size=1G \
 		--qemu-arg=-numa --qemu-arg=node,nodeid=0,cpus=0,memdev=m0 \
 		--qemu-arg=-object --qemu-arg=memory-backend-ram,id=m1,size=1G \
-		--qemu-arg=-numa --qemu-arg=node,nodeid=1,cpus=1,memdev=m1
+		--qemu-arg=-numa --qemu-arg=node,nodeid=1,cpus=1,memdev=m1 \
+		--qemu-arg=-smp --qemu-arg=2,sockets=2,cores=1,threads=1
 	nodes=$(guest "ls -d /sys/devices/system/node/node[0-9]* | wc -l")
 	check_eq "numa: setup: the guest has two NUMA nodes" "$nodes" 2
 	guest 'sysctl -q vm.zone_reclaim_mode=1'
@@ -253,22 +254,27 @@ part_numa() {
 	node_mib() {
 		guest "awk '\$3 == \"$2:\" {print int(\$4 / 1024)}' /sys/devices/system/node/node$1/meminfo"
 	}
-	# the balloon leaves about 700 MiB free in all
-	avail0=$(guest_available_kib)
-	want=$(((avail0 / 1024 - 700) * 256 / 512 * 512))
+	# page cache on node 0 first: a file written from node 0's CPU, clean,
+	# all but 100 MiB of node 0's free memory; then the balloon, which
+	# takes what node 0 has left down to its low watermark and the rest
+	# from node 1, leaving 400 MiB free in all (node reclaim is off while
+	# it inflates, so that it reclaims nothing on node 0)
+	guest 'sysctl -q vm.zone_reclaim_mode=0; sync; echo 3 > /proc/sys/vm/drop_caches'
+	free0=$(node_mib 0 MemFree)
+	guest "taskset -c 0 dd if=/dev/zero of=/var/tmp/n0.bin bs=1M count=$((free0 - 100)) status=none && sync" ||
+		bail "cannot fill node 0's page cache"
+	want=$((($(guest_meminfo MemFree) / 1024 - 400) * 256 / 512 * 512))
 	host_set x-target-frames "$want"
 	check "numa: setup: the host holds $want frames ($((want / 256)) MiB) within 180 s" \
 		wait_for 180 host_locked_is "$want"
-	# page cache on node 0: a file written and read from node 0's CPU
-	guest 'sync; echo 3 > /proc/sys/vm/drop_caches'
-	free0=$(node_mib 0 MemFree)
-	guest "taskset -c 0 dd if=/dev/zero of=/var/tmp/n0.bin bs=1M count=$((free0 - 60)) status=none && sync" ||
-		bail "cannot fill node 0's page cache"
+	guest 'sysctl -q vm.zone_reclaim_mode=1'
+	check_eq "numa: setup: vm.zone_reclaim_mode is 1 again" "$(guest cat /proc/sys/vm/zone_reclaim_mode)" 1
 	fc0=$(node_mib 0 FilePages)
 	free0=$(node_mib 0 MemFree)
 	free1=$(node_mib 1 MemFree)
 	note "numa: node 0: $free0 MiB free, $fc0 MiB page cache; node 1: $free1 MiB free; zones: $(zones | tr '\n' ';')"
-	need=$((free0 + 100))
+	check_range "numa: setup: node 0 has at least 300 MiB of page cache (MiB)" "$fc0" 300 $((1 << 30))
+	need=$((free0 + 200))
 	check_range "numa: setup: node 1 has room for what the program needs beyond node 0's free (MiB)" \
 		"$free1" $((need - free0 + 100)) $((1 << 30))
 	shrinks0=$(guest_stat shrink)
