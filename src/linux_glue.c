@@ -44,8 +44,14 @@
 #include <linux/vmw_vmci_defs.h>
 #endif
 
-/* 2 MiB pages are taken only if free: no reclaim at all. */
-#define VMW_BALLOON_2M_GFP	(__GFP_HIGHMEM | __GFP_NOMEMALLOC | __GFP_NOWARN)
+/*
+ * 2 MiB pages are taken only if free: no direct reclaim. But kswapd is
+ * woken, as by any other allocation, when one takes a zone below its low
+ * watermark (they may go down to min): without that, 2 MiB inflation left
+ * zones between min and low with kswapd asleep (tests/guest/reclaim.sh).
+ */
+#define VMW_BALLOON_2M_GFP	(__GFP_HIGHMEM | __GFP_NOMEMALLOC | __GFP_NOWARN | \
+				 __GFP_KSWAPD_RECLAIM)
 
 /* Upstream's name, but on by default here. */
 static bool vmwballoon_shrinker_enable = true;
