@@ -594,8 +594,8 @@ void vmb_pressure(struct vmb_balloon *b)
  *   crossed a moment ago, and answering it would undo that inflation;
  * - others get something only if the guest is short: a zone below its
  *   min watermark, or below its low one while kswapd works to refill it.
- *   Below low with kswapd asleep is the gap a 2 MiB inflation (which does
- *   not wake kswapd) may leave: not a shortage anyone else noticed;
+ *   Below low with kswapd asleep is a gap nobody is refilling (an
+ *   allocation there would have woken kswapd): not a shortage;
  * - short and busy: an order-0 request stops the worker's inflation; a
  *   compound one leaves it alone (compaction may help it, the worker's
  *   next chunk does not hurt it);
