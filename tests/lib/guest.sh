@@ -581,9 +581,12 @@ build_test_hooks() {
 unload_race() {
 	local mode=$1 frames=$2 what="unload race (park $1)" mark out rc bad t0
 	mark=$(guest 'dmesg | wc -l')
-	check "$what: setup: the test build replaces DKMS's module" guest \
-		"rmmod vmw_balloon && insmod /root/vmb-test-hooks-\$(uname -r)/vmw_balloon.ko &&
-		 test -e /sys/module/vmw_balloon/parameters/test_park_migration" || return 1
+	if ! guest "rmmod vmw_balloon && insmod /root/vmb-test-hooks-\$(uname -r)/vmw_balloon.ko &&
+		test -e /sys/module/vmw_balloon/parameters/test_park_migration"; then
+		fail "$what: setup: the test build replaces DKMS's module"
+		return 1
+	fi
+	pass "$what: setup: the test build replaces DKMS's module"
 	use_caps 0x26
 	fill "$what" "$frames"
 	guest "echo $mode > /sys/module/vmw_balloon/parameters/test_park_migration &&
