@@ -232,9 +232,9 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
  * on a page they could move a moment later. Once unload has begun the
  * answer is no for good (VMB_MIGRATE_BUSY), so that the kernel puts the
  * page back at once, for unload to free (linux_pages.c's fence says no
- * before this is called; this covers a call already past it). Otherwise the core decides,
- * try-again included (a reset pending, a busy host). linux_pages.c calls
- * this from the kernel's migratepage callback.
+ * before this is called; this covers a call already past it). Otherwise
+ * the core decides, try-again included (a reset pending, a busy host).
+ * linux_pages.c calls this from the kernel's migratepage callback.
  */
 static enum vmb_migrate_result vmw_balloon_migrate(struct vmb_pages_4k *list,
 						   struct page *page,
