@@ -588,10 +588,15 @@ unload_race() {
 	fi
 	pass "$what: setup: the test build replaces DKMS's module"
 	use_caps 0x26
-	fill "$what" "$frames"
-	guest "echo $mode > /sys/module/vmw_balloon/parameters/test_park_migration &&
-		nohup sh -c 'while :; do echo 1 > /proc/sys/vm/compact_memory; sleep 1; done' >/dev/null 2>&1 &
+	# compaction first: the balloon then fills the low memory compaction
+	# just freed, where its next pass moves pages (filled first, 512 MiB
+	# was never migrated in 2 minutes: balloon_migrate stayed 0)
+	host_set x-target-frames 0
+	wait_for 120 host_locked_is 0
+	guest "echo $mode > /sys/module/vmw_balloon/parameters/test_park_migration || exit 1
+		nohup sh -c 'while :; do echo 1 > /proc/sys/vm/compact_memory; sleep 1; done' </dev/null >/dev/null 2>&1 &
 		echo \$! >/run/vmb-compactor.pid"
+	fill "$what" "$frames"
 	check "$what: setup: compaction parked a migration of a ballooned page" \
 		wait_for "${fill_seconds:-120}" eval "guest 'dmesg | tail -n +$((mark + 1))' | grep -q 'test: migration parked'"
 	t0=$SECONDS
