@@ -1008,6 +1008,24 @@ bool vmb_drain_say(u64 waited_ms, unsigned int slept_ms)
 	       vmb_drain_mentions(waited_ms);
 }
 
+/**
+ * vmb_drain_overdue() - has unload waited past its bound, just now?
+ * @waited_ms: how long it had waited before the last sleep
+ * @slept_ms: that sleep
+ *
+ * No page compaction takes stays away VMB_DRAIN_OVERDUE_MS (10 minutes)
+ * unless something is stuck: the OS then says, once and loudly, that
+ * unload cannot finish. It keeps waiting: the OS's list and its
+ * callbacks must outlive every page the OS holds.
+ *
+ * Return: true if the last sleep crossed VMB_DRAIN_OVERDUE_MS.
+ */
+bool vmb_drain_overdue(u64 waited_ms, unsigned int slept_ms)
+{
+	return waited_ms < VMB_DRAIN_OVERDUE_MS &&
+	       waited_ms + slept_ms >= VMB_DRAIN_OVERDUE_MS;
+}
+
 static const char * const vmb_stat_names[VMB_NR_SHOWN_STATS] = {
 	[VMB_STAT_TIMER]	= "timer",
 	[VMB_STAT_DOORBELL]	= "doorbell",

@@ -111,12 +111,13 @@ struct vmb_wakeup {
 
 /*
  * Unload's wait for pages the OS holds away from its lists: see
- * vmb_drain_wait_ms() and vmb_drain_say().
+ * vmb_drain_wait_ms(), vmb_drain_say() and vmb_drain_overdue().
  */
 #define VMB_DRAIN_FIRST_MS	20
 #define VMB_DRAIN_MAX_MS	1000
 #define VMB_DRAIN_SAY_FIRST_MS	10000
 #define VMB_DRAIN_SAY_EVERY_MS	60000
+#define VMB_DRAIN_OVERDUE_MS	600000
 
 enum vmb_stat {
 	VMB_STAT_TIMER,		/* cycles run */
@@ -223,6 +224,7 @@ void vmb_shutdown(struct vmb_balloon *b);
 void vmb_shutdown_rest(struct vmb_balloon *b);
 unsigned int vmb_drain_wait_ms(u64 waited_ms);
 bool vmb_drain_say(u64 waited_ms, unsigned int slept_ms);
+bool vmb_drain_overdue(u64 waited_ms, unsigned int slept_ms);
 u64 vmb_effective_target(struct vmb_balloon *b);
 u64 vmb_shrink(struct vmb_balloon *b, u64 frames);
 void vmb_pressure(struct vmb_balloon *b);

@@ -237,9 +237,10 @@ struct vmb_page *vmb_os_list_pop(struct vmb_balloon *b, enum vmb_list list)
  * try again, so memory offlining and alloc_contig_range() do not give up
  * on a page they could move a moment later. Once unload has begun the
  * answer is no for good (VMB_MIGRATE_BUSY), so that the kernel puts the
- * page back at once, for unload to free. Otherwise the core decides,
- * try-again included (a reset pending, a busy host). linux_pages.c calls
- * this from the kernel's migratepage callback.
+ * page back at once, for unload to free (linux_pages.c's fence says no
+ * before this is called; this covers a call already past it). Otherwise
+ * the core decides, try-again included (a reset pending, a busy host).
+ * linux_pages.c calls this from the kernel's migratepage callback.
  */
 static enum vmb_migrate_result vmw_balloon_migrate(struct vmb_pages_4k *list,
 						   struct page *page,
@@ -653,42 +654,22 @@ static int __init vmw_balloon_init(void)
 module_init(vmw_balloon_init);
 
 /*
- * Unload empties the balloon: START(0) once, which frees every listed
- * page; then, when the core says (vmb_drain_wait_ms()), what came back
- * since. It waits for the ballooned 4 KiB pages compaction holds
- * (isolated: they come back through the kernel's putback, or leave with
- * the end of their migration, which migration refuses once vb->stopping
- * is set) and for any the count says are still listed: until both are
- * none, the kernel may still touch the list and call this module's code,
- * so freeing them would corrupt memory. It says so, with the counts, as
- * often as vmb_drain_say() decides.
+ * Unload's part in emptying the balloon, for vmb_pages_4k_quiesce(): the
+ * first time START(0), which frees every listed page; then, as often as
+ * linux_pages.c asks, what came back since (no command: the host forgot
+ * every page at START(0)).
  */
-static void __exit vmw_balloon_drain(struct vmw_balloon *vb)
+static void __exit vmw_balloon_drain(struct vmb_pages_4k *list, bool first)
 {
-	unsigned long waited = 0;
+	struct vmw_balloon *vb = container_of(list, struct vmw_balloon,
+					      balloon_4k);
 
-	for (;;) {
-		unsigned long listed, isolated;
-		unsigned int ms;
-		bool empty;
-
-		mutex_lock(&vb->lock);
-		if (waited)
-			vmb_shutdown_rest(&vb->core);
-		else
-			vmb_shutdown(&vb->core);
-		empty = vmb_pages_4k_empty(&vb->balloon_4k, &listed,
-					   &isolated);
-		mutex_unlock(&vb->lock);
-		if (empty)
-			return;
-		ms = vmb_drain_wait_ms(waited);
-		msleep(ms);
-		if (vmb_drain_say(waited, ms))
-			pr_warn("unload has waited %lu s for %lu ballooned pages that compaction holds and %lu still listed; it cannot free them before they come back\n",
-				(waited + ms) / MSEC_PER_SEC, isolated, listed);
-		waited += ms;
-	}
+	mutex_lock(&vb->lock);
+	if (first)
+		vmb_shutdown(&vb->core);
+	else
+		vmb_shutdown_rest(&vb->core);
+	mutex_unlock(&vb->lock);
 }
 
 static void __exit vmw_balloon_exit(void)
@@ -711,7 +692,8 @@ static void __exit vmw_balloon_exit(void)
 	mutex_unlock(&vb->lock);
 	cancel_delayed_work_sync(&vb->dwork);
 
-	vmw_balloon_drain(vb);
+	/* returns once the kernel holds no page of the balloon, and never will */
+	vmb_pages_4k_quiesce(&vb->balloon_4k, vmw_balloon_drain);
 	vmb_pages_4k_exit(&vb->balloon_4k);
 	__free_page(vb->batch_page);
 	kfree(vb);

@@ -32,21 +32,46 @@
  *
  * Elsewhere it is a plain list that this file marks and counts.
  *
+ * Unload is this file's too (vmb_pages_4k_quiesce()): it fences
+ * migration, has the driver free the listed pages and waits until the
+ * kernel holds none.
+ *
  * Everything here that differs between kernels is chosen by the feature
  * probes (VMB_HAVE_*, see compat.h), one #if per difference.
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/delay.h>
 #include <linux/errno.h>
 #include <linux/gfp.h>
 #include <linux/list.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/page-flags.h>
 #include <linux/pagemap.h>
+#include <linux/printk.h>
 #include <linux/spinlock.h>
+#include <linux/time64.h>
 #include <linux/vmstat.h>
 
 #include "compat.h"
 #include "linux_pages.h"
+
+/**
+ * struct vmb_pages_wait - what unload waits for, one moment's count
+ * @listed: pages on the list (locked ones included)
+ * @locked: of those, pages compaction holds locked on its way to isolating
+ *	them, which the kernel's dequeue skips (where it trylocks)
+ * @isolated: pages compaction took off the list, each of which comes back
+ *	through putback or leaves with the end of its migration
+ */
+struct vmb_pages_wait {
+	unsigned long listed;
+	unsigned long locked;
+	unsigned long isolated;
+};
 
 void vmb_pages_account(struct page *page, unsigned long nr, bool ballooned)
 {
@@ -184,26 +209,49 @@ static int vmb_pages_migrated(struct vmb_pages_4k *list, struct page *page,
 	return -EBUSY;
 }
 
-/* The kernel shares @info's lock: vmb_pages_4k_empty() needs no count. */
+/* The kernel shares @info's lock: vmb_pages_4k_check() needs no count. */
 static void vmb_pages_owned_add(struct vmb_pages_4k *list, long delta)
 {
 }
 
-bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
-			unsigned long *isolated)
+/*
+ * One moment's count, read under the lock that every isolation, putback,
+ * dequeue and migration of these kernels takes to change the list or the
+ * isolated count: the answer is exact, and once it says empty after the
+ * fence it stays so. A page compaction has locked, which
+ * balloon_page_list_dequeue() skips, is still on the list: counted, and
+ * waited for until compaction isolates it (then it is counted isolated)
+ * or lets it go (then the next drain frees it). Whoever held the lock
+ * before has released it: freeing @list after this cannot pull it from
+ * under a CPU.
+ */
+static bool vmb_pages_4k_check(struct vmb_pages_4k *list,
+			       struct vmb_pages_wait *w)
 {
 	struct balloon_dev_info *info = &list->info;
-	struct list_head *pos;
+	struct page *page;
 	unsigned long flags;
 
-	*listed = 0;
-	/* the lock every isolation, putback and migration takes too */
+	memset(w, 0, sizeof(*w));
 	spin_lock_irqsave(&info->pages_lock, flags);
-	list_for_each(pos, &info->pages)
-		(*listed)++;
-	*isolated = info->isolated_pages;
+	list_for_each_entry(page, &info->pages, lru) {
+		w->listed++;
+		if (PageLocked(page))
+			w->locked++;
+	}
+	w->isolated = info->isolated_pages;
 	spin_unlock_irqrestore(&info->pages_lock, flags);
-	return !*listed && !*isolated;
+	return !w->listed && !w->isolated;
+}
+
+/* Under @info's lock, which the migrate callback's last touch takes too. */
+static void vmb_pages_4k_fence(struct vmb_pages_4k *list)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&list->info.pages_lock, flags);
+	WRITE_ONCE(list->closing, true);
+	spin_unlock_irqrestore(&list->info.pages_lock, flags);
 }
 
 /*
@@ -230,28 +278,46 @@ void vmb_pages_4k_add(struct vmb_pages_4k *list, struct page *page)
 #else
 /*
  * The kernel keeps the lock of the list to itself: the driver counts the
- * pages it owns, listed or isolated, for vmb_pages_4k_empty(). A page
+ * pages it owns, listed or isolated, for vmb_pages_4k_check(). A page
  * that migrates keeps its place in the count (the new page takes it).
+ * A page leaves the count while it is isolated (see vmb_pages_migrated()),
+ * ordered after the kernel's count of it as isolated.
  */
 static void vmb_pages_owned_add(struct vmb_pages_4k *list, long delta)
 {
+	smp_mb__before_atomic();	/* pairs with vmb_pages_4k_check() */
 	atomic_long_add(delta, &list->owned);
 }
 
-bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
-			unsigned long *isolated)
+/*
+ * The kernel's lock (balloon_pages_lock) is its own, global, not in
+ * @list: no CPU can hold a lock inside @list. Where the driver's count
+ * says no page is left, a page still isolated was counted isolated before
+ * it left the driver's count; the kernel's last touch of @list is the
+ * decrement of that count, under its lock (balloon_page_migrate() and
+ * balloon_page_putback() touch @list no more after it; the migrate
+ * callback has returned by then), so both read as 0, in this order,
+ * means the kernel is done with @list. Nothing trylocks a listed page on
+ * these kernels: isolation takes the page off the list under the
+ * kernel's lock, and a page the driver dequeued cannot be isolated
+ * (page->private is cleared), so no page is locked-but-skipped.
+ */
+static bool vmb_pages_4k_check(struct vmb_pages_4k *list,
+			       struct vmb_pages_wait *w)
 {
 	unsigned long owned = atomic_long_read(&list->owned);
 
-	/*
-	 * A migration that drops its old page leaves the count first, and
-	 * the kernel's isolated count after, with its last touch of @list:
-	 * read in the same order, both 0 means the kernel is done with it.
-	 */
-	smp_rmb();
-	*isolated = READ_ONCE(list->info.isolated_pages);
-	*listed = owned > *isolated ? owned - *isolated : 0;
-	return !owned && !*isolated;
+	smp_rmb();	/* the driver's count before the kernel's */
+	w->isolated = READ_ONCE(list->info.isolated_pages);
+	w->listed = owned > w->isolated ? owned - w->isolated : 0;
+	w->locked = 0;
+	return !owned && !w->isolated;
+}
+
+static void vmb_pages_4k_fence(struct vmb_pages_4k *list)
+{
+	WRITE_ONCE(list->closing, true);
+	smp_mb();	/* closing before the drain's first look */
 }
 
 /* The kernel drops the old page and lists the new one, as told. */
@@ -272,12 +338,88 @@ void vmb_pages_4k_add(struct vmb_pages_4k *list, struct page *page)
 }
 #endif /* VMB_HAVE_BALLOON_PAGE_INSERT */
 
+#if VMB_TEST_HOOKS
+/**
+ * enum vmb_pages_park - the parked migration of the test hook
+ * @VMB_PARK_NONE: none parked yet
+ * @VMB_PARK_PARKED: a migration waits in the callback, its page isolated
+ * @VMB_PARK_DONE: it went on: the hook parks no other
+ */
+enum vmb_pages_park {
+	VMB_PARK_NONE,
+	VMB_PARK_PARKED,
+	VMB_PARK_DONE,
+};
+
+/*
+ * Fault point for the unload race, test builds only: 1 parks the first
+ * migration at the callback's start (unload's fence then refuses it), 2
+ * parks the first one the driver finished, after its lock was dropped and
+ * before the list learns of it (the new page joins the list after unload
+ * drained it). The parked migration waits, its page isolated, until
+ * unload has said it waits for it (or VMB_PARK_MAX_S pass).
+ */
+static int vmb_test_park_migration;
+module_param_named(test_park_migration, vmb_test_park_migration, int, 0644);
+MODULE_PARM_DESC(test_park_migration,
+		 "Test builds: park one migration across unload (1: before the driver's part, 2: after it)");
+
+#define VMB_PARK_MAX_S	300
+
+/* Park here if the hook asks for @where and none was parked yet. */
+static void vmb_pages_test_park(struct vmb_pages_4k *list, int where)
+{
+	if (READ_ONCE(vmb_test_park_migration) != where ||
+	    atomic_cmpxchg(&list->park, VMB_PARK_NONE, VMB_PARK_PARKED) !=
+	    VMB_PARK_NONE)
+		return;
+	pr_info("test: migration parked (%s the driver's part), its page isolated, until unload waits for it\n",
+		where == 1 ? "before" : "after");
+	if (!wait_for_completion_timeout(&list->park_release,
+					 VMB_PARK_MAX_S * HZ))
+		pr_info("test: the parked migration goes on: no unload came\n");
+	atomic_set(&list->park, VMB_PARK_DONE);
+}
+
+/* Unload has said what it waits for: the parked migration may go on. */
+static void vmb_pages_test_unpark(struct vmb_pages_4k *list)
+{
+	if (atomic_read(&list->park) == VMB_PARK_PARKED)
+		complete(&list->park_release);
+}
+
+static void vmb_pages_test_init(struct vmb_pages_4k *list)
+{
+	atomic_set(&list->park, VMB_PARK_NONE);
+	init_completion(&list->park_release);
+}
+#else
+static void vmb_pages_test_park(struct vmb_pages_4k *list, int where)
+{
+}
+
+static void vmb_pages_test_unpark(struct vmb_pages_4k *list)
+{
+}
+
+static void vmb_pages_test_init(struct vmb_pages_4k *list)
+{
+}
+#endif /* VMB_TEST_HOOKS */
+
 /**
  * vmb_pages_migratepage() - the kernel's balloon_dev_info.migratepage
  * @info: the list's balloon_dev_info
  * @newpage: the page to balloon instead
  * @page: the ballooned page compaction wants, isolated
  * @mode: how the kernel migrates (unused: the host is asked either way)
+ *
+ * Once unload has fenced migration (vmb_pages_4k_quiesce()) every page is
+ * refused, for good: the kernel puts it back, and unload frees it. A
+ * migration that got past the fence before it was raised finishes under
+ * the driver's lock, which unload's drain waits for; its page stays
+ * counted isolated until the list has the new page (or the old one is
+ * gone), and unload waits for that.
  *
  * Return: 0 if the migration is finished, -EAGAIN to have the kernel
  * retry, another negative error to have it give up (on these kernels,
@@ -290,7 +432,12 @@ static int vmb_pages_migratepage(struct balloon_dev_info *info,
 {
 	struct vmb_pages_4k *list = container_of(info, struct vmb_pages_4k,
 						 info);
-	enum vmb_migrate_result result = list->migrate(list, page, newpage);
+	enum vmb_migrate_result result;
+
+	vmb_pages_test_park(list, 1);
+	if (READ_ONCE(list->closing))
+		return -EBUSY;	/* unload: the kernel puts @page back */
+	result = list->migrate(list, page, newpage);
 
 	switch (result) {
 	case VMB_MIGRATE_DONE:
@@ -320,6 +467,7 @@ static int vmb_pages_migratepage(struct balloon_dev_info *info,
 	default:
 		return -EBUSY;	/* the kernel puts @page back on the list */
 	}
+	vmb_pages_test_park(list, 2);
 	return vmb_pages_migrated(list, page, newpage, result);
 }
 
@@ -333,6 +481,7 @@ int vmb_pages_4k_init(struct vmb_pages_4k *list,
 	if (err)
 		return err;
 	list->migrate = migrate;
+	vmb_pages_test_init(list);
 	list->info.migratepage = vmb_pages_migratepage;
 	return 0;
 }
@@ -397,16 +546,59 @@ struct page *vmb_pages_4k_take(struct vmb_pages_4k *list)
 	return page;
 }
 
-bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
-			unsigned long *isolated)
+/*
+ * Nothing but the driver touches a plain list, and the drain empties it
+ * under the driver's lock, with the worker stopped: no page comes back.
+ */
+static bool vmb_pages_4k_check(struct vmb_pages_4k *list,
+			       struct vmb_pages_wait *w)
 {
 	struct list_head *pos;
 
-	*listed = 0;
+	memset(w, 0, sizeof(*w));
 	list_for_each(pos, &list->pages)
-		(*listed)++;
-	*isolated = 0;
-	return !*listed;
+		w->listed++;
+	return !w->listed;
+}
+
+static void vmb_pages_4k_fence(struct vmb_pages_4k *list)
+{
+}
+
+static void vmb_pages_test_unpark(struct vmb_pages_4k *list)
+{
 }
 
 #endif /* VMB_BALLOON_MIGRATION */
+
+void vmb_pages_4k_quiesce(struct vmb_pages_4k *list, vmb_4k_drain_fn drain)
+{
+	struct vmb_pages_wait w;
+	u64 waited = 0, before = 0;
+	unsigned int ms = 0;
+
+	vmb_pages_4k_fence(list);
+	drain(list, true);
+	while (!vmb_pages_4k_check(list, &w)) {
+		if (!waited)
+			pr_info("unload waits for %lu ballooned pages compaction isolated and %lu listed (%lu of them locked by compaction)\n",
+				w.isolated, w.listed, w.locked);
+		else if (vmb_drain_say(before, ms))
+			pr_warn("unload has waited %llu s for %lu ballooned pages compaction isolated and %lu listed (%lu of them locked by compaction); it cannot free them before they come back\n",
+				waited / MSEC_PER_SEC, w.isolated, w.listed,
+				w.locked);
+		if (waited && vmb_drain_overdue(before, ms))
+			pr_err("unload cannot finish: after %llu s the kernel still holds %lu isolated and %lu listed ballooned pages; freeing the balloon would let the kernel write into freed memory and call unloaded code, so unload keeps waiting (a reboot ends it)\n",
+			       waited / MSEC_PER_SEC, w.isolated, w.listed);
+		/* the wait was said: a parked test migration may go on */
+		vmb_pages_test_unpark(list);
+		before = waited;
+		ms = vmb_drain_wait_ms(waited);
+		msleep(ms);
+		waited += ms;
+		drain(list, false);
+	}
+	if (waited)
+		pr_info("unload waited %llu ms for the pages compaction held; every page is freed\n",
+			waited);
+}

@@ -9,6 +9,7 @@
 #define VMB_LINUX_PAGES_H
 
 #include <linux/atomic.h>
+#include <linux/completion.h>
 #include <linux/list.h>
 #include <linux/mm_types.h>
 #include <linux/types.h>
@@ -47,6 +48,26 @@ typedef enum vmb_migrate_result (*vmb_4k_migrate_fn)(struct vmb_pages_4k *list,
 						      struct page *page,
 						      struct page *newpage);
 
+/*
+ * Test hooks (a test build only: make VMB_TEST_HOOKS=1, never a package's
+ * build): fault points that make a race of the driver with the kernel
+ * happen every time, for the guest tests.
+ */
+#ifndef VMB_TEST_HOOKS
+#define VMB_TEST_HOOKS	0
+#endif
+
+/**
+ * typedef vmb_4k_drain_fn - free every page of the balloon that is listed
+ * @list: the list of 4 KiB pages, fenced (vmb_pages_4k_quiesce())
+ * @first: the first call: the driver then says goodbye to the host
+ *	before it frees; later calls free what came back since
+ *
+ * Called by vmb_pages_4k_quiesce() with no lock of the list held; it takes
+ * the driver's own lock and empties the lists through vmb_pages_4k_take().
+ */
+typedef void (*vmb_4k_drain_fn)(struct vmb_pages_4k *list, bool first);
+
 /**
  * struct vmb_pages_4k - the list of ballooned 4 KiB pages
  * @info: where pages migrate, the kernel's balloon list
@@ -57,6 +78,12 @@ typedef enum vmb_migrate_result (*vmb_4k_migrate_fn)(struct vmb_pages_4k *list,
  *	migrations too), the pages on @info's list or isolated from it: it
  *	changes only when the driver adds or takes a page, or when a
  *	migration drops one from the balloon
+ * @closing: unload has begun (vmb_pages_4k_quiesce()): every migration is
+ *	refused from then on, and the kernel puts its page back for unload
+ *	to free. Set under @info's lock where the driver shares it.
+ * @park: test hooks only: the state of the parked migration
+ *	(&enum vmb_pages_park)
+ * @park_release: test hooks only: unload lets the parked migration go
  * @pages: where pages do not migrate, a plain list through page->lru
  */
 struct vmb_pages_4k {
@@ -68,6 +95,11 @@ struct vmb_pages_4k {
 	vmb_4k_migrate_fn migrate;
 #if !VMB_HAVE_BALLOON_PAGE_INSERT
 	atomic_long_t owned;
+#endif
+	bool closing;
+#if VMB_TEST_HOOKS
+	atomic_t park;
+	struct completion park_release;
 #endif
 #else
 	struct list_head pages;
@@ -98,8 +130,43 @@ int vmb_pages_4k_init(struct vmb_pages_4k *list,
 		      vmb_4k_migrate_fn migrate);
 
 /**
+ * vmb_pages_4k_quiesce() - empty the list for good, for unload
+ * @list: the list
+ * @drain: frees the listed pages (the driver's part, under its own lock)
+ *
+ * Unload calls this once the worker is stopped; when it returns, nothing
+ * of the kernel refers to @list any more (no page is on it, none is
+ * isolated from it, none is locked by compaction on its way to isolation)
+ * and none ever will, so @list may be freed after vmb_pages_4k_exit().
+ *
+ * (a) It fences migration: from now on the migrate callback refuses
+ * every page, so that the kernel puts each isolated page back at once
+ * (a migration the driver already let through finishes under the driver's
+ * lock, which @drain waits for). New isolations need a listed page, and
+ * @drain leaves none. (b) It calls @drain. (c) It checks, in one moment
+ * read under the lock that guards both the list and the kernel's count of
+ * isolated pages (where the kernel keeps that lock to itself, from the
+ * driver's own count of its pages, see vmb_pages_4k_check()), that the
+ * list is empty and nothing is isolated; a page compaction holds locked
+ * but has not isolated yet, which the kernel's dequeue skips, is still on
+ * the list, and counted. Until then it sleeps, as vmb_drain_wait_ms()
+ * paces it, and calls @drain again for what came back.
+ *
+ * It says what it waits for (isolated, listed and locked pages) when it
+ * first has to wait, again as vmb_drain_say() decides, and when it is
+ * done. It never gives up: past VMB_DRAIN_GIVE_UP_MS it says loudly that
+ * unload cannot finish, and keeps waiting. Returning would free memory
+ * the kernel still writes (the list and its lock), and unload the code
+ * its migration calls (the migrate callback): leaking the list alone
+ * would still leave the kernel a pointer to unloaded code.
+ *
+ * Context: process context, no lock held; sleeps.
+ */
+void vmb_pages_4k_quiesce(struct vmb_pages_4k *list, vmb_4k_drain_fn drain);
+
+/**
  * vmb_pages_4k_exit() - undo vmb_pages_4k_init()
- * @list: the list, empty and with no page isolated
+ * @list: the list, quiesced (vmb_pages_4k_quiesce())
  */
 void vmb_pages_4k_exit(struct vmb_pages_4k *list);
 
@@ -130,29 +197,5 @@ void vmb_pages_4k_add(struct vmb_pages_4k *list, struct page *page);
  * Return: a page, or NULL when none is left or compaction holds them all.
  */
 struct page *vmb_pages_4k_take(struct vmb_pages_4k *list);
-
-/**
- * vmb_pages_4k_empty() - is the list empty, with no page away from it?
- * @list: the list
- * @listed: set to the pages on the list
- * @isolated: set to the pages compaction holds, each of which comes back
- *	through migration or putback
- *
- * For unload: until this says true, a page may still come back to the
- * list, or the kernel still touch it, and the list must not go away. The
- * answer is one moment's, read under the lock that guards both the list
- * and the isolated count, where the kernel shares that lock; where it
- * keeps the lock to itself, from the driver's own count of its pages and
- * the kernel's isolated count, which drops to 0 only when the kernel is
- * done with @list. A page compaction has locked on the list but not yet
- * isolated is on the list. Once every page is gone and the migrate
- * callback refuses migrations, the answer stays true.
- *
- * Context: under the lock that serialises the balloon (the driver's
- * mutex), which is what guards a plain list.
- * Return: true if no page is on the list or away from it.
- */
-bool vmb_pages_4k_empty(struct vmb_pages_4k *list, unsigned long *listed,
-			unsigned long *isolated);
 
 #endif /* VMB_LINUX_PAGES_H */

@@ -5,7 +5,9 @@
 # builds against its headers, and the driver goes through the cases where
 # its locking and page handling are most at risk: both page sizes, a reset
 # storm, rmmod/modprobe cycles with 1 GiB of 4 KiB pages ballooned while
-# the guest compacts memory in a loop, memory pressure and suspend to RAM.
+# the guest compacts memory in a loop, memory pressure, suspend to RAM,
+# and unload while a migration of a ballooned page is parked across it
+# (the driver's fault point, in a test build).
 # Verdicts: the kernel log has no KASAN, lockdep, sleeping-in-atomic, BUG
 # or WARNING report from the moment the package went in, and page_owner
 # holds, to the page, what the driver should: the balloon and its batch
@@ -75,6 +77,8 @@ if [[ $sabotage == leak-batch-page ]]; then
 elif [[ -n $sabotage ]]; then
 	bail "unknown VMB_DEBUG_SABOTAGE '$sabotage' (leak-batch-page)"
 fi
+# the fault points' test build for the debug kernel, for part 7
+guest_timeout=3600 build_test_hooks "$dk"
 "$vm" reboot "$GUEST" --timeout 1200 >&2 || bail "the guest did not come back in the debug kernel"
 kver=$(guest uname -r)
 check_eq "setup: the guest runs the debug kernel" "$kver" "$dk"
@@ -238,6 +242,19 @@ wait_for 600 eval '"$vm" ssh "$GUEST" --timeout 30 -- true </dev/null' ||
 pass "S3: the guest answers after resuming"
 fill "S3: the balloon is whole again" $((512 * mib))
 check_reports "S3"
+
+# 7. unload while compaction holds a ballooned page isolated, made certain
+# by the driver's fault point (unload_race, tests/lib/guest.sh): a
+# migration parked across the unload before the driver's part and after
+# it; unload must wait for the page, then free it and the balloon without
+# a KASAN (use-after-free) or DEBUG_PAGEALLOC report. The test build was
+# made at setup, for the debug kernel, while trixie's own kernel ran.
+fill "unload race: setup" 0
+unload_race 1 $((512 * mib))
+unload_race 2 $((512 * mib))
+fill "unload race: deflates" 0
+check_nothing_held "unload race"
+check_reports "unload race"
 
 check_reports "the whole run"
 finish

@@ -27,6 +27,7 @@
 #       refused; capabilities 0x00 and 0x0a; a target of all ones; a new
 #       target every second for 20 s; 10 rmmod/modprobe cycles; suspend to
 #       RAM; stop/cont; migration to a file, restored in a new QEMU;
+#       unload with a ballooned page parked in migration (both tiers);
 #   long (`make check-long`, step guest-reliability-long): RESET on every
 #       7th command for 3 minutes; a new target every second for 2
 #       minutes; 200 rmmod/modprobe cycles; PPN_INVALID and PPN_NOTNEEDED
@@ -512,6 +513,18 @@ if in_tier ci; then
 	check "migration: and deflates to 256 MiB" wait_for 120 host_locked_is $((256 * mib))
 	end_case
 fi
+
+# --- 8. unload while compaction holds a ballooned page isolated ---------
+
+# Both tiers: the driver's fault point (unload_race in tests/lib/guest.sh)
+# parks one migration of a ballooned 4 KiB page across the unload, before
+# the driver's part and after it; unload must wait for the page, then free
+# it and everything else.
+build_test_hooks "$kver"
+begin_case "unload while compaction holds a ballooned page isolated"
+unload_race 1 "$half_gib"
+unload_race 2 "$half_gib"
+end_case
 
 # --- the whole run ------------------------------------------------------
 

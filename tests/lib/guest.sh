@@ -553,3 +553,69 @@ install_from_repository() {
 	sed 's/^/#   | /' <<<"$apt_output" | grep -Ei 'vmw|dkms|headers|error|warning' | head -n 30
 	check_eq "install: apt install vmw-balloon-dkms from the repository exits 0" "$rc" 0
 }
+
+# build_test_hooks KVER: in the guest, build the package's source as a
+# test build (VMB_TEST_HOOKS=1: the fault points of src/linux_pages.h)
+# for kernel KVER, into /root/vmb-test-hooks-KVER; a check. A debug
+# kernel's is built while the guest still runs its own kernel, as DKMS's.
+build_test_hooks() {
+	check "setup: the test build of the module builds for $1" guest \
+		"d=/root/vmb-test-hooks-$1; rm -rf \$d && cp -a /usr/src/vmw_balloon-$version \$d &&
+		 make -C /lib/modules/$1/build M=\$d VMB_TEST_HOOKS=1 modules >\$d.log 2>&1 &&
+		 test -f \$d/vmw_balloon.ko"
+}
+
+# unload_race MODE FRAMES: unload while compaction holds a ballooned page
+# isolated, made certain by the driver's fault point: the test build of
+# build_test_hooks for the running kernel is loaded in place of DKMS's,
+# the host offers 4 KiB pages only, the balloon fills to FRAMES,
+# test_park_migration=MODE parks the first migration compaction makes of
+# a ballooned page (1: before the driver's part, which unload's fence
+# then refuses; 2: after it, so that the new page joins the list after
+# unload emptied it), and rmmod comes while it is parked. Checks: the
+# unload finishes, says it waited for the isolated page and that every
+# page was freed; the host holds not one frame; the kernel log since the
+# load has no BUG, WARNING, Oops, KASAN or lockdep report. Then DKMS's
+# module is loaded again, with the host's usual capabilities (0x2e).
+# Waits $fill_seconds (default 120), as fill does.
+unload_race() {
+	local mode=$1 frames=$2 what="unload race (park $1)" mark out rc bad t0
+	mark=$(guest 'dmesg | wc -l')
+	if ! guest "rmmod vmw_balloon && insmod /root/vmb-test-hooks-\$(uname -r)/vmw_balloon.ko &&
+		test -e /sys/module/vmw_balloon/parameters/test_park_migration"; then
+		fail "$what: setup: the test build replaces DKMS's module"
+		return 1
+	fi
+	pass "$what: setup: the test build replaces DKMS's module"
+	use_caps 0x26
+	# compaction first: the balloon then fills the low memory compaction
+	# just freed, where its next pass moves pages (filled first, 512 MiB
+	# was never migrated in 2 minutes: balloon_migrate stayed 0)
+	host_set x-target-frames 0
+	wait_for 120 host_locked_is 0
+	guest "echo $mode > /sys/module/vmw_balloon/parameters/test_park_migration || exit 1
+		nohup sh -c 'while :; do echo 1 > /proc/sys/vm/compact_memory; sleep 1; done' </dev/null >/dev/null 2>&1 &
+		echo \$! >/run/vmb-compactor.pid"
+	fill "$what" "$frames"
+	check "$what: setup: compaction parked a migration of a ballooned page" \
+		wait_for "${fill_seconds:-120}" eval "guest 'dmesg | tail -n +$((mark + 1))' | grep -q 'test: migration parked'"
+	t0=$SECONDS
+	out=$(guest 'rmmod vmw_balloon' 2>&1)
+	rc=$?
+	note "$what: rmmod took $((SECONDS - t0)) s"
+	guest 'kill $(cat /run/vmb-compactor.pid)'
+	check_eq "$what: rmmod succeeds with a page isolated${out:+ ($out)}" "$rc" 0
+	out=$(guest "dmesg | tail -n +$((mark + 1))")
+	grep -E 'test: |unload wait' <<<"$out" | sed 's/^/#   | /'
+	check "$what: unload said it waited for the page compaction isolated" \
+		grep -qE 'unload waits for [1-9][0-9]* ballooned pages compaction isolated' <<<"$out"
+	check "$what: then that every page was freed" \
+		grep -qE 'unload waited [0-9]+ ms for the pages compaction held; every page is freed' <<<"$out"
+	check_eq "$what: the host holds no frame after the unload (x-locked-frames, x-locked-2m)" \
+		"$(host_get x-locked-frames) $(host_get x-locked-2m)" "0 0"
+	bad=$(grep -E 'BUG|WARNING|KASAN|lockdep|circular locking|inconsistent lock|sleeping function|Oops|Call Trace|soft lockup|hung task' <<<"$out" || true)
+	check_eq "$what: no BUG, WARNING, Oops, KASAN or lockdep report" "$bad" ""
+	[[ -z $bad ]] || sed 's/^/#   /' <<<"$bad" | head -n 40
+	guest 'modprobe vmw_balloon' || bail "$what: DKMS's vmw_balloon does not load again"
+	use_caps 0x2e
+}

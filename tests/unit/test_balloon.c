@@ -1705,6 +1705,33 @@ static void test_drain_wait(void)
 	tap_eq(said, 10, "drain: then once a minute (10 lines in 10 min)");
 }
 
+/*
+ * Unload's bound (vmb_drain_overdue()): over 20 minutes of a page that
+ * never comes back, paced as unload paces it, the bound is crossed once,
+ * by the look that ends the tenth minute, and never again.
+ */
+static void test_drain_overdue(void)
+{
+	u64 waited = 0, crossed_at = 0, crossings = 0;
+	unsigned int ms;
+
+	while (waited < 2 * VMB_DRAIN_OVERDUE_MS) {
+		ms = vmb_drain_wait_ms(waited);
+		if (vmb_drain_overdue(waited, ms)) {
+			crossings++;
+			crossed_at = waited + ms;
+		}
+		waited += ms;
+	}
+	tap_eq(crossings, 1, "drain: the bound is crossed once in 20 minutes");
+	tap_ok(crossed_at >= VMB_DRAIN_OVERDUE_MS &&
+	       crossed_at < VMB_DRAIN_OVERDUE_MS + VMB_DRAIN_MAX_MS,
+	       "drain: at 10 minutes (%llu ms)",
+	       (unsigned long long)crossed_at);
+	tap_ok(!vmb_drain_overdue(0, VMB_DRAIN_FIRST_MS),
+	       "drain: not at the first look");
+}
+
 /* A page isolated while the balloon resets stays counted until it returns. */
 static void test_migrate_across_reset(void)
 {
@@ -2008,6 +2035,7 @@ int main(void)
 	test_migrate_interleaved();
 	test_migrate_after_shutdown();
 	test_drain_wait();
+	test_drain_overdue();
 
 	printf("1..%u\n", tap_passed + tap_failed);
 	printf("%u passed, %u failed\n", tap_passed, tap_failed);
