@@ -101,7 +101,8 @@ out=$(guest "$plugin add $kver /boot/vmlinuz-$kver 2>&1")
 check_eq "kernel plugin: with working headers it exits 0" "$?" 0
 check_dkms_installed "kernel plugin: it builds and installs for $kver"
 check "kernel plugin: the mark is gone" guest "test ! -e /var/lib/vmw-balloon-dkms/not-built/$kver"
-check "kernel plugin: other commands (remove) do nothing" guest "$plugin remove $kver"
+check "kernel plugin: other commands (remove) exit 0 and leave DKMS's module installed" \
+	guest "$plugin remove $kver && dkms status -m vmw_balloon -v $version -k $kver | grep -q ': installed'"
 
 out=$(guest "rpm -e vmw-balloon-dkms 2>&1")
 rc=$?

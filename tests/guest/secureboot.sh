@@ -140,11 +140,12 @@ if ((!enroll)); then
 	"$vm" reboot "$GUEST" >&2 || bail "the guest did not come back from its reboot without headers"
 	journal=$(guest journalctl -b -o cat -t vmw-balloon-dkms)
 	sed 's/^/#   journal | /' <<<"$journal"
-	# the flavour's metapackage is named when its linux-image one is installed
-	want="linux-headers-$kver"
-	flavour=$(sed 's/^[0-9][0-9.]*\(-[0-9][0-9]*\)\{0,1\}\(+[^-]*\)\{0,1\}-//' <<<"$kver")
-	guest "dpkg-query -W -f '\${Status}' linux-image-$flavour 2>/dev/null | grep -q ' installed\$'" &&
-		want="$want linux-headers-$flavour"
+	# a cloud kernel (every Secure Boot image boots one, with its flavour's
+	# linux-image-cloud-amd64): its headers and the flavour's metapackage
+	[[ $kver == *-cloud-amd64 ]] || bail "expected a cloud kernel, got $kver"
+	check "no headers: setup: the flavour's linux-image-cloud-amd64 is installed" \
+		guest "dpkg-query -W -f '\${Status}' linux-image-cloud-amd64 | grep -q ' installed\$'"
+	want="linux-headers-$kver linux-headers-cloud-amd64"
 	note "the packages the journal should name: $want"
 	check "no headers: the journal names the exact packages to install, and that the kernel's own loaded" \
 		grep -qF "DKMS has not built vmw_balloon for $kver: its headers are not installed. To build it for this kernel and the next ones: apt install $want: loaded the kernel's own $intree" <<<"$journal"
