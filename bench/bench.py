@@ -58,6 +58,11 @@ Per scenario:
   balloon + backed balloon frames, so an RSS that falls by less than the
   balloon grew is either balloon memory the host still backs (the driver's
   or the host's fault) or guest memory the host had never backed;
+- host memory as the device counts it (A and B, exact, not sampled): the
+  most frames one LOCK command found resident in the host when it locked
+  them (mincore; the memory the guest made the host back before handing
+  it over), and the locked frames the host still backs 0.5 s after the
+  target (x-lock-resident-peak, x-backed-locked-frames);
 - hypercalls per GiB (the device's x-calls-* counters; n/a for C);
 - guest CPU per GiB (all CPUs' busy time in the guest's /proc/stat, read
   through one ssh session held open) and host CPU per GiB (QEMU's utime +
@@ -75,9 +80,12 @@ load average before and after each repeat), DIR/commit.txt (git describe
 --dirty of what was measured) and DIR/command.txt (the command line).
 --report redoes the tables and the plot from a raw.json, without guests.
 The last line of output is the headline:
-  A/B time-to-target: <r>, A/C: <r>, A residue: <MiB> MiB, A RSS peak: <MiB> MiB
+  A/B time-to-target: <r>, A/C: <r>, A residue: <MiB> MiB, A lock peak: <MiB> MiB
 (time to target: the median over the settled scenarios of A's median over
-B's; residue: the worst scenario's median; peak: `reinflate`'s median),
+B's; residue: the balloon frames the host still backs after the target,
+the device's x-backed-locked-frames, the worst scenario's median; lock
+peak: the most frames one LOCK found resident in the host, the device's
+x-lock-resident-peak, `reinflate`'s median),
 and the line above it says how many repeats did not reach the target.
 """
 
@@ -293,6 +301,30 @@ class Run:
         except RuntimeError:  # a device without the counter
             return None
 
+    def host_figure(self, prop):
+        """One of the device's exact figures (None for C, or a device without it)."""
+        if self.virtio:
+            return None
+        try:
+            return self.host_get(prop)
+        except RuntimeError:
+            return None
+
+    def start_lock_peak(self):
+        """The device's x-lock-resident-peak starts again at 0 (A, B)."""
+        if not self.virtio:
+            try:
+                self.qmp("qom-set", path=DEVICE, property="x-lock-resident-peak", value=0)
+            except RuntimeError:
+                pass
+
+    def host_backing(self):
+        """The device's exact figures after a target, in MiB: the most frames one
+        LOCK found resident in the host, and the locked frames the host backs now."""
+        peak, backed = self.host_figure("x-lock-resident-peak"), self.host_figure("x-backed-locked-frames")
+        return {"lock_peak_mib": None if peak is None else peak * FRAME / MIB,
+                "backed_locked_mib": None if backed is None else backed * FRAME / MIB}
+
     def work(self):
         """What changes only when the driver does something: its locks and unlocks."""
         if self.virtio:
@@ -460,12 +492,14 @@ class Run:
         rss0 = self.ram_rss_kib()
         since_target = time.monotonic() - self.last_target_at
         self.rss_reads = []
+        self.start_lock_peak()
         t0 = time.monotonic()
         self.set_balloon_mib(to_mib)
         reached, samples = self.watch(want, t0=t0)
         hcpu1 = self.host_cpu_ms()
         time.sleep(0.5)  # what the host gives back at LOCK is gone by now
         rss1, balloon1 = self.ram_rss_kib(), self.size_frames()
+        backing = self.host_backing()
         cpu1, calls1 = self.guest_cpu_ms(), self.hypercalls()
         discarded1 = self.discarded()
         probe1, mem1 = self.memory_probe(), self.meminfo()
@@ -484,7 +518,7 @@ class Run:
             "ram_rss_start_mib": rss0 / 1024, "ram_rss_end_mib": rss1 / 1024,
             "balloon_end_mib": balloon1 * FRAME / MIB,
             "residue_mib": rss1 / 1024 - (GUEST_MIB - balloon1 * FRAME / MIB),
-            "rss_peak_mib": (max(rss_seen) - rss0) / 1024,
+            "rss_peak_mib": (max(rss_seen) - rss0) / 1024, **backing,
             "rss_fall_pct": (rss0 - rss1) * 1024 / (moved_gib * GIB) * 100,
             "rss_samples": len(rss_seen),
             "rss_read_ms": statistics.median(self.rss_reads) if self.rss_reads else None,
@@ -572,6 +606,7 @@ class Run:
         calls0, cpu0, loc0 = self.hypercalls(), self.guest_cpu_ms(), self.timer_interrupts()
         gets0 = None if self.virtio else self.host_get("x-calls-target")
         hcpu0, rss0 = self.host_cpu_ms(), self.ram_rss_kib()
+        self.start_lock_peak()
         t0 = time.monotonic()
         peak = rss0
         while time.monotonic() < t0 + IDLE_S:
@@ -589,7 +624,7 @@ class Run:
                 "ram_rss_start_mib": rss0 / 1024, "ram_rss_end_mib": rss1 / 1024,
                 "balloon_end_mib": balloon1 * FRAME / MIB,
                 "residue_mib": rss1 / 1024 - (GUEST_MIB - balloon1 * FRAME / MIB),
-                "rss_peak_mib": (peak - rss0) / 1024,
+                "rss_peak_mib": (peak - rss0) / 1024, **self.host_backing(),
                 "end": self.memory_probe(), "load1": os.getloadavg()[0]}
 
     def scenario_moving(self, trace, settled=False):
@@ -599,6 +634,7 @@ class Run:
         calls0, cpu0, hcpu0 = self.hypercalls(), self.guest_cpu_ms(), self.host_cpu_ms()
         rss0 = self.ram_rss_kib()
         self.rss_reads = []
+        self.start_lock_peak()
         t0 = time.monotonic()
         step_times, gaps, moved, last = [], [], 0, 0
         samples, rss_seen = [], [rss0]
@@ -629,6 +665,7 @@ class Run:
         final, _ = self.watch(last * MIB // FRAME, timeout=60)
         time.sleep(0.5)
         rss1, balloon1 = self.ram_rss_kib(), self.size_frames()
+        backing = self.host_backing()
         moved_gib = moved / 1024
         done = [s for s in step_times if s is not None]
         # a step whose target was not reached in its 2 s counts as 2 s
@@ -646,7 +683,7 @@ class Run:
             "ram_rss_start_mib": rss0 / 1024, "ram_rss_end_mib": rss1 / 1024,
             "balloon_end_mib": balloon1 * FRAME / MIB,
             "residue_mib": rss1 / 1024 - (GUEST_MIB - balloon1 * FRAME / MIB),
-            "rss_peak_mib": (max(rss_seen) - rss0) / 1024,
+            "rss_peak_mib": (max(rss_seen) - rss0) / 1024, **backing,
             "rss_samples": len(rss_seen),
             "end": self.memory_probe(), "load1": os.getloadavg()[0],
         }
@@ -741,6 +778,8 @@ METRICS = [
     ("calls_per_gib", "hypercalls per GiB", "{:.0f}"),
     ("residue_mib", "residue: RAM RSS above RAM minus balloon, after (MiB)", "{:.1f}"),
     ("rss_peak_mib", "RAM RSS peak above start (MiB)", "{:.1f}"),
+    ("backed_locked_mib", "balloon the host backs, after (device, MiB)", "{:.1f}"),
+    ("lock_peak_mib", "most one LOCK found backed (device, MiB)", "{:.1f}"),
     ("rss_fall_pct", "RAM RSS fall (% of the GiB moved)", "{:.1f}"),
     ("host_cpu_ms_per_gib", "host CPU per GiB, QEMU (ms)", "{:.0f}"),
     ("cpu_ms_per_gib", "guest CPU per GiB (ms)", "{:.0f}"),
@@ -767,7 +806,8 @@ ACCOUNTING = [
     ("end", "free_mib", "guest MemFree, after"),
 ]
 # rows whose A/B quotient means nothing (signed, or a share)
-NO_RATIO = {"since_target_s", "residue_mib", "rss_fall_pct", "populate_huge_pct"}
+NO_RATIO = {"since_target_s", "residue_mib", "rss_fall_pct", "populate_huge_pct",
+            "backed_locked_mib", "lock_peak_mib"}
 BOOTSTRAP_N = 2000
 BOOTSTRAP_SEED = 15
 ONE_TARGET = [sc for sc in SCENARIOS if not sc.startswith("moving") and sc != "idle"]
@@ -858,7 +898,8 @@ def settled_ratio(results, a, b, ids=None):
 
 
 def worst_residue(results, a):
-    meds = [median(results, a, sc, "residue_mib") for sc in results.get(a, {})]
+    """The worst scenario's median of what the host still backs of the balloon."""
+    meds = [median(results, a, sc, "backed_locked_mib") for sc in results.get(a, {})]
     meds = [m for m in meds if m is not None]
     return max(meds) if meds else None
 
@@ -997,10 +1038,10 @@ def report(results, meta, variants, scenarios):
 
 def summary_line(results, a="A"):
     fmt = lambda x, f: "n/a" if x is None else f.format(x)
-    res, peak = worst_residue(results, a), median(results, a, "reinflate", "rss_peak_mib")
+    res, peak = worst_residue(results, a), median(results, a, "reinflate", "lock_peak_mib")
     return (f"{a}/B time-to-target: {fmt(settled_ratio(results, a, 'B'), '{:.2f}')}, "
             f"{a}/C: {fmt(settled_ratio(results, a, 'C'), '{:.2f}')}, "
-            f"{a} residue: {fmt(res, '{:.0f}')} MiB, {a} RSS peak: {fmt(peak, '{:.0f}')} MiB")
+            f"{a} residue: {fmt(res, '{:.0f}')} MiB, {a} lock peak: {fmt(peak, '{:.0f}')} MiB")
 
 
 def plot(traces, path):

@@ -105,6 +105,10 @@ class FakeRun(bench.Run):
                 return self.current()
             if prop == "x-discarded-frames":
                 return self.size
+            if prop == "x-lock-resident-peak":
+                return 8192
+            if prop == "x-backed-locked-frames":
+                return 256
             self.current()
             return self.locks if prop == "x-calls-2m-lock" else 0
         return {}
@@ -163,6 +167,9 @@ try:
           f"simulated: residue {r['residue_mib']} and accounting {r['end']}")
     check(all(a[sc][0].get("residue_mib") is not None and a[sc][0].get("rss_peak_mib") is not None
               for sc in bench.SCENARIOS), "simulated: residue and peak in every scenario")
+    check(all(a[sc][0].get("lock_peak_mib") == 32 and a[sc][0].get("backed_locked_mib") == 1
+              and sim["C"][sc][0].get("lock_peak_mib") is None for sc in bench.SCENARIOS),
+          "simulated: the device's lock peak and backed balloon, in MiB, in every scenario (none for C)")
     check(a["inflate"][0]["calls_per_gib"] > 0 and sim["C"]["inflate"][0]["calls_per_gib"] is None
           and a["idle"][0]["idle_host_cpu_ms_per_s"] is not None,
           "simulated: hypercalls for A, none for C; host CPU")
@@ -177,7 +184,7 @@ try:
                             "--out", tmp], capture_output=True, text=True)
         last = r.stdout.rstrip("\n").split("\n")[-1]
         check(r.returncode == 0 and re.fullmatch(r"A/B time-to-target: n/a, A/C: [0-9.]+, A residue: "
-                                                 r"-?[0-9]+ MiB, A RSS peak: -?[0-9]+ MiB", last),
+                                                 r"-?[0-9]+ MiB, A lock peak: -?[0-9]+ MiB", last),
               f"simulated: the report of a real-shaped raw.json ({r.stderr.strip()[-300:]}{last!r})")
 finally:
     child.stdin.close()
@@ -194,7 +201,10 @@ TIMES = {  # ms per repeat: A, B, C per settled scenario
 def result(v, sc, rep):
     r = {"repeat": rep, "calls_per_gib": 20, "cpu_ms_per_gib": 500, "host_cpu_ms_per_gib": 800,
          "residue_mib": {"A": 2.0, "B": 3.0, "C": 1.0}[v] + (10 if sc == "cache" else 0),
-         "rss_peak_mib": 64.0 if v == "A" else 1000.0, "rss_fall_pct": 90.0,
+         "rss_peak_mib": 60.0 if v == "A" else 1000.0, "rss_fall_pct": 90.0,
+         "backed_locked_mib": {"A": 2.0, "B": 3.0}.get(v) if sc != "cache" or v == "C"
+         else {"A": 12.0, "B": 13.0}[v],
+         "lock_peak_mib": {"A": 64.0, "B": 1024.0}.get(v),
          "start": {"backed_mib": 2000.0, "unbacked_guest_mib": 40.0, "backed_balloon_mib": 0.0},
          "end": {"backed_mib": 1030.0, "balloon_mib": 1024.0, "offline_mib": 1024.0,
                  "unbacked_guest_mib": 20.0, "backed_balloon_mib": 2.0}}
@@ -233,10 +243,10 @@ with tempfile.TemporaryDirectory() as tmp:
     lines = r.stdout.rstrip("\n").split("\n")
     # settled ratios A/B: 405/900, 43/600, 300/1500 -> median 0.45 (inflate)... the
     # median of 0.45, 0.0717, 0.2 is 0.2; A/C: 0.045, 0.061, 0.15 -> 0.061
-    want = "A/B time-to-target: 0.20, A/C: 0.06, A residue: 12 MiB, A RSS peak: 64 MiB"
+    want = "A/B time-to-target: 0.20, A/C: 0.06, A residue: 12 MiB, A lock peak: 64 MiB"
     check(lines[-1] == want, f"the headline is the last line: {lines[-1]!r}")
     check(re.match(r"^A/B time-to-target: [0-9.]+, A/C: [0-9.]+, A residue: -?[0-9]+ MiB, "
-                   r"A RSS peak: -?[0-9]+ MiB$", lines[-1]), "the headline has its format")
+                   r"A lock peak: -?[0-9]+ MiB$", lines[-1]), "the headline has its format")
     check(lines[-2].startswith("Repeats that did not reach the target")
           and "A 0 of 7" in lines[-2] and "B 1 of 7 (1 of 35" in lines[-2],
           f"the line above counts targets not reached: {lines[-2]!r}")

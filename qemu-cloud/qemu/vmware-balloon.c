@@ -104,6 +104,16 @@
  *                     block mapped, never per port call
  *   x-discard-max-ns  the longest time one run of the bottom half that
  *                     releases locked memory took, in ns
+ *   x-lock-resident-frames  frames the host had resident (mincore) when
+ *                     the guest locked them, summed over every lock: the
+ *                     memory the guest made the host back before handing
+ *                     it over (it zeroes or fills what it allocates)
+ *   x-lock-resident-peak  the most frames one LOCK command (single or
+ *                     batched) found resident; writable, so that a client
+ *                     can start a new measurement with 0
+ *   x-backed-locked-frames  locked frames whose host memory is resident
+ *                     now, counted on each read (one mincore per run of
+ *                     locked frames): what a lock has not given back yet
  *
  * Trace events (hw/i386/trace-events, "vmware_balloon_*"): every call with
  * its status and the target returned, START's grant, batches, each frame
@@ -450,6 +460,9 @@ struct VMBalloonState {
     uint64_t busy_sent;
     uint64_t refused_frames;
     uint64_t discarded_frames;
+    uint64_t lock_resident_frames;  /* x-lock-resident-frames */
+    uint64_t lock_resident_peak;    /* x-lock-resident-peak */
+    uint64_t lock_resident_call;    /* resident frames locked, this call */
     uint64_t commands;          /* for x-reset-every / x-busy-every */
     uint64_t lock_requests;     /* for x-refuse-every */
 
@@ -980,6 +993,47 @@ static void vmb_queue_discard(VMBalloonState *s, MemoryRegionSection *sec,
 }
 
 /*
+ * How many of the @nframes frames at @sec the host has resident now:
+ * what mincore() says of their host pages (a host page larger than a frame
+ * counts for the frames of it in the range).  0 where mincore() is not
+ * available or fails.
+ */
+static uint64_t vmb_resident_frames(MemoryRegionSection *sec,
+                                    uint64_t nframes)
+{
+#ifdef CONFIG_POSIX
+    uintptr_t page = qemu_real_host_page_size();
+    uintptr_t start = (uintptr_t)memory_region_get_ram_ptr(sec->mr) +
+                      sec->offset_within_region;
+    uintptr_t end = start + (nframes << VMB_FRAME_SHIFT);
+    uintptr_t addr = QEMU_ALIGN_DOWN(start, page);
+    uint64_t resident = 0;
+    unsigned char vec[64];
+
+    while (addr < end) {
+        uintptr_t len = MIN(end - addr, sizeof(vec) * page);
+        size_t i, pages = DIV_ROUND_UP(len, page);
+
+        if (mincore((void *)addr, len, vec) < 0) {
+            return 0;
+        }
+        for (i = 0; i < pages; i++) {
+            uintptr_t lo = MAX(addr + i * page, start);
+            uintptr_t hi = MIN(addr + (i + 1) * page, end);
+
+            if (vec[i] & 1) {
+                resident += (hi - lo) >> VMB_FRAME_SHIFT;
+            }
+        }
+        addr += pages * page;
+    }
+    return resident;
+#else
+    return 0;
+#endif
+}
+
+/*
  * Lock or unlock one entry: a 4 KiB frame (nframes 1) or a 2 MiB page
  * (nframes 512, frame aligned).  Returns the entry's status.
  */
@@ -1007,6 +1061,7 @@ static uint32_t vmb_frame_op(VMBalloonState *s, uint64_t frame,
         } else if (held) {
             status = VMB_ERROR_PPN_LOCKED;
         } else {
+            s->lock_resident_call += vmb_resident_frames(&sec, nframes);
             vmb_frames_set(&s->locked, frame, nframes);
             s->locked_frames += nframes;
             if (nframes == VMB_2M_FRAMES) {
@@ -1283,6 +1338,9 @@ static uint32_t vmb_dispatch(VMBalloonState *s, VMBCall *c)
             break;
         }
     }
+    s->lock_resident_frames += s->lock_resident_call;
+    s->lock_resident_peak = MAX(s->lock_resident_peak, s->lock_resident_call);
+    s->lock_resident_call = 0;
 
     if (status == VMB_ERROR_RESET) {
         s->resets_sent++;
@@ -1403,6 +1461,45 @@ static void vmb_get_ram_frames(Object *obj, Visitor *v, const char *name,
     visit_type_uint64(v, name, &frames, errp);
 }
 
+/* x-backed-locked-frames: every run of locked frames, asked of mincore() */
+static void vmb_get_backed_locked(Object *obj, Visitor *v, const char *name,
+                                  void *opaque, Error **errp)
+{
+    VMBalloonState *s = VMWARE_BALLOON(obj);
+    uint64_t backed = 0;
+    GHashTableIter iter;
+    gpointer key, bits;
+
+    g_hash_table_iter_init(&iter, s->locked.chunks);
+    while (g_hash_table_iter_next(&iter, &key, &bits)) {
+        uint64_t base = *(uint64_t *)key << VMB_CHUNK_SHIFT;
+        unsigned long i = find_first_bit(bits, VMB_CHUNK_FRAMES);
+
+        while (i < VMB_CHUNK_FRAMES) {
+            /* a run, cut at 2 MiB boundaries: each piece is one RAM block */
+            unsigned long end = find_next_zero_bit(bits, VMB_CHUNK_FRAMES, i);
+            unsigned long piece = MIN(end, (i | (VMB_2M_FRAMES - 1)) + 1);
+            MemoryRegionSection sec;
+            unsigned long f;
+
+            if (vmb_find_ram(s, base + i, piece - i, &sec)) {
+                backed += vmb_resident_frames(&sec, piece - i);
+                memory_region_unref(sec.mr);
+            } else {
+                for (f = i; f < piece; f++) {
+                    if (vmb_find_ram(s, base + f, 1, &sec)) {
+                        backed += vmb_resident_frames(&sec, 1);
+                        memory_region_unref(sec.mr);
+                    }
+                }
+            }
+            i = piece < end ? piece : find_next_bit(bits, VMB_CHUNK_FRAMES,
+                                                    end);
+        }
+    }
+    visit_type_uint64(v, name, &backed, errp);
+}
+
 static void vmb_get_refuse_status(Object *obj, Visitor *v, const char *name,
                                   void *opaque, Error **errp)
 {
@@ -1490,6 +1587,12 @@ static void vmb_instance_init(Object *obj)
                                    &s->ram_classified, ro);
     object_property_add_uint64_ptr(obj, "x-discard-max-ns",
                                    &s->discard_max_ns, ro);
+    object_property_add_uint64_ptr(obj, "x-lock-resident-frames",
+                                   &s->lock_resident_frames, ro);
+    object_property_add_uint64_ptr(obj, "x-lock-resident-peak",
+                                   &s->lock_resident_peak, rw);
+    object_property_add(obj, "x-backed-locked-frames", "uint64",
+                        vmb_get_backed_locked, NULL, NULL, NULL);
 
     for (i = 0; i < VMB_CMD_NUM; i++) {
         g_autofree char *calls = NULL;

@@ -218,12 +218,19 @@ review_checks() {
 
 	# A release that failed is tried again after a pause (x-fail-discards
 	# makes the next one fail).
+	# x-backed-locked-frames is the host's own count of what it still
+	# backs: all 4 MiB while their release failed.
 	discarded=$(host_get x-discarded-frames)
 	host_set x-fail-discards 1
 	check_eq "review: x-fail-discards 1 is taken" "$(host_get x-fail-discards)" 1
-	guest '/root/hostcheck --hold 4 --seconds 1' >/dev/null
+	guest 'nohup /root/hostcheck --hold 4 --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
+	check "review: hold 4 MiB: locked" wait_for 300 host_locked_is 1024
 	check_eq "review: a failed release: none of the next 4 MiB released (the pause)" \
 		"$(host_get x-discarded-frames)" "$discarded"
+	check_eq "review: ... the host still backs all 1024 locked frames (x-backed-locked-frames)" \
+		"$(host_get x-backed-locked-frames)" 1024
+	guest 'kill -USR1 $(cat /tmp/hold.pid)'
+	check "review: hold ends: nothing locked" wait_for 300 host_locked_is 0
 	check "review: ... the failure is logged with the retry" \
 		grep -q 'cannot release the host memory of pc.ram; trying again' "$run_dir/$name/qemu.log"
 	sleep 2
@@ -408,6 +415,8 @@ discarded=$(host_get x-discarded-frames)
 guest 'nohup /root/hostcheck --hold 512 --lock-on-signal --seconds 3600 >/tmp/hold.log 2>&1 & echo $! >/tmp/hold.pid'
 check "hold 512 MiB: pages filled" wait_for 300 guest 'grep -q touched /tmp/hold.log'
 rss0=$(qemu_rss_kib)
+host_set x-lock-resident-peak 0
+resident=$(host_get x-lock-resident-frames)
 guest 'kill -USR2 $(cat /tmp/hold.pid)'
 check "hold 512 MiB: locked" wait_for 300 eval \
 	'[[ $(host_get x-locked-frames) == 131072 ]]'
@@ -420,6 +429,13 @@ note "QEMU RSS $rss0 KiB with 512 MiB filled, $rss1 KiB once they are locked"
 check "the host released the locked memory" \
 	wait_for 10 eval '(( $(host_get x-discarded-frames) - discarded >= 131072 ))'
 check "QEMU RSS fell by at least 448 MiB" eval '(( rss0 - rss1 >= 448 * 1024 ))'
+# hostcheck filled every page before locking them, 512 per batch: the host
+# found each resident when locked, and backs none of them once released
+check_eq "x-lock-resident-frames: all 131072 frames were resident when locked" \
+	"$(( $(host_get x-lock-resident-frames) - resident ))" 131072
+check_eq "x-lock-resident-peak: one batch, 512 frames" "$(host_get x-lock-resident-peak)" 512
+check_eq "x-backed-locked-frames: the host backs none of the 131072 locked frames" \
+	"$(host_get x-backed-locked-frames)" 0
 guest 'kill -USR1 $(cat /tmp/hold.pid)' # the hold ends when the test says, not after a time
 check "hold ends: nothing locked" wait_for 300 eval \
 	'[[ $(host_get x-locked-frames) == 0 ]]'
