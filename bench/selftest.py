@@ -158,6 +158,9 @@ try:
     check(all(a[sc][0]["quiet_s"] is None and a[sc][0]["since_target_s"] < 2
               for sc in ("deflate", "reinflate", "moving")),
           "simulated: fresh deflate, reinflate and moving start within 2 s of the last change")
+    check(a["moving-settled"][0]["steps_timed"] == 1
+          and a["moving"][0]["steps_timed"] == a["moving"][0]["steps"] == bench.MOVING_STEPS,
+          "simulated: moving-settled times only its first step, moving every step")
     r = a["inflate-settled"][0]
     check(r["floor_ms"] == 200.0 and abs(r["time_over_floor"] - r["time_ms"] / 200.0) < 1e-9,
           "simulated: the floor and the time over it")
