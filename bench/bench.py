@@ -63,8 +63,8 @@ Per scenario:
   or the host's fault) or guest memory the host had never backed;
 - host memory as the device counts it (A and B, exact, not sampled): the
   most frames one LOCK command found resident in the host when it locked
-  them (mincore; the memory the guest made the host back before handing
-  it over), and the locked frames the host still backs 0.5 s after the
+  them (mincore: host memory in use until that LOCK; in reinflate, pages
+  the guest zeroed to allocate them), and the locked frames the host still backs 0.5 s after the
   target (x-lock-resident-peak, x-backed-locked-frames);
 - hypercalls per GiB (the device's x-calls-* counters; n/a for C);
 - guest CPU per GiB (all CPUs' busy time in the guest's /proc/stat, read

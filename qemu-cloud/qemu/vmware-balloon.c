@@ -105,9 +105,9 @@
  *   x-discard-max-ns  the longest time one run of the bottom half that
  *                     releases locked memory took, in ns
  *   x-lock-resident-frames  frames the host had resident (mincore) when
- *                     the guest locked them, summed over every lock: the
- *                     memory the guest made the host back before handing
- *                     it over (it zeroes or fills what it allocates)
+ *                     the guest locked them, summed over every lock: host
+ *                     memory that stayed in use until the lock gave it
+ *                     back (memory the guest used, or zeroed to allocate)
  *   x-lock-resident-peak  the most frames one LOCK command (single or
  *                     batched) found resident; writable, so that a client
  *                     can start a new measurement with 0
