@@ -64,8 +64,9 @@ Per scenario:
 - host memory as the device counts it (A and B, exact, not sampled): the
   most frames one LOCK command found resident in the host when it locked
   them (mincore: host memory in use until that LOCK; in reinflate, pages
-  the guest zeroed to allocate them), and the locked frames the host still backs 0.5 s after the
-  target (x-lock-resident-peak, x-backed-locked-frames);
+  the guest zeroed to allocate them), and the locked frames the host
+  still backs 0.5 s after the target (x-lock-resident-peak,
+  x-backed-locked-frames);
 - hypercalls per GiB (the device's x-calls-* counters; n/a for C);
 - guest CPU per GiB (all CPUs' busy time in the guest's /proc/stat, read
   through one ssh session held open) and host CPU per GiB (QEMU's utime +
@@ -295,23 +296,18 @@ class Run:
             return None
         return sum(self.host_get(f"x-calls-{c}") for c in CMDS)
 
-    def discarded(self):
-        """4 KiB frames whose host memory the device released (None for C)."""
-        if self.virtio:
-            return None
-        try:
-            return self.host_get("x-discarded-frames")
-        except RuntimeError:  # a device without the counter
-            return None
-
     def host_figure(self, prop):
-        """One of the device's exact figures (None for C, or a device without it)."""
+        """One of the device's counters (None for C, or a device without it)."""
         if self.virtio:
             return None
         try:
             return self.host_get(prop)
         except RuntimeError:
             return None
+
+    def discarded(self):
+        """4 KiB frames whose host memory the device released (None for C)."""
+        return self.host_figure("x-discarded-frames")
 
     def start_lock_peak(self):
         """The device's x-lock-resident-peak starts again at 0 (A, B)."""
